@@ -1,0 +1,21 @@
+//! Chain-agnostic types shared by every watcher, and the one reorg-aware
+//! canonical stream that turns a [`BlockSource`] into [`ChainEvent`]s.
+//!
+//! Chain crates only fetch and translate: they implement [`BlockSource`] and
+//! never decide about reorgs. Everything about intents lives above this crate.
+
+mod amount;
+mod block;
+mod method;
+mod network;
+mod source;
+mod stream;
+mod watch;
+
+pub use amount::{Amount, AmountError, AmountProblem};
+pub use block::{AssetId, BlockRef, ChainEvent, SourceBlock, Transfer};
+pub use method::{Asset, Method, MethodError};
+pub use network::{Network, UnknownNetwork};
+pub use source::{BlockSource, SourceError};
+pub use stream::{CanonicalStream, StreamError};
+pub use watch::WatchSet;

@@ -1,0 +1,59 @@
+use async_trait::async_trait;
+
+use crate::{BlockRef, Network, SourceBlock};
+
+/// A chain as one watcher sees it. Chain crates implement this and nothing
+/// about reorgs: the canonical stream is the only place that decides.
+#[async_trait]
+pub trait BlockSource: Send + Sync {
+    fn network(&self) -> Network;
+
+    /// The node's current best block.
+    async fn tip(&self) -> Result<BlockRef, SourceError>;
+
+    /// The highest height that is final under the network's policy
+    /// (N confirmations, Ethereum `finalized`, Tron solidified, Solana `finalized`).
+    async fn final_height(&self) -> Result<u64, SourceError>;
+
+    /// The block at `height` on the node's current best chain, with its
+    /// transfers to watched addresses; `None` when the chain is shorter.
+    async fn block(&self, height: u64) -> Result<Option<SourceBlock>, SourceError>;
+}
+
+/// Whether retrying can help tells the one backoff loop what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SourceError {
+    /// The node is unreachable, slow, rate-limited or answered something that
+    /// may be right on the next try. Nothing from the answer is used.
+    #[error("transient source error: {0}")]
+    Transient(String),
+    /// Misconfiguration or an answer that will never become valid.
+    #[error("fatal source error: {0}")]
+    Fatal(String),
+}
+
+impl SourceError {
+    pub fn is_transient(&self) -> bool {
+        matches!(self, SourceError::Transient(_))
+    }
+}
+
+#[async_trait]
+impl<T: BlockSource + ?Sized> BlockSource for std::sync::Arc<T> {
+    fn network(&self) -> Network {
+        (**self).network()
+    }
+
+    async fn tip(&self) -> Result<BlockRef, SourceError> {
+        (**self).tip().await
+    }
+
+    async fn final_height(&self) -> Result<u64, SourceError> {
+        (**self).final_height().await
+    }
+
+    async fn block(&self, height: u64) -> Result<Option<SourceBlock>, SourceError> {
+        (**self).block(height).await
+    }
+}

@@ -1,0 +1,267 @@
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use paywatch_core::{
+    Amount, AssetId, BlockRef, BlockSource, Network, SourceBlock, SourceError, Transfer, WatchSet,
+};
+
+/// A chain driven by the test: mine, pay, reorg, fail on demand.
+///
+/// Clones share one chain, so a test keeps a handle while the watcher owns
+/// a [`ScriptedSource`] over the same state.
+#[derive(Debug, Clone)]
+pub struct ScriptedChain {
+    state: Arc<Mutex<State>>,
+}
+
+#[derive(Debug)]
+struct State {
+    network: Network,
+    base_height: u64,
+    blocks: Vec<Mined>,
+    mempool: Vec<Transfer>,
+    next_id: u64,
+    confirmations: u64,
+    final_height_override: Option<u64>,
+    failures_left: u32,
+    block_time: i64,
+    block_interval: i64,
+}
+
+#[derive(Debug, Clone)]
+struct Mined {
+    block: BlockRef,
+    timestamp: i64,
+    transfers: Vec<Transfer>,
+}
+
+impl ScriptedChain {
+    /// A chain holding only its first block, at `base_height`.
+    pub fn new(network: Network, base_height: u64) -> ScriptedChain {
+        let chain = ScriptedChain {
+            state: Arc::new(Mutex::new(State {
+                network,
+                base_height,
+                blocks: Vec::new(),
+                mempool: Vec::new(),
+                next_id: 1,
+                confirmations: 1,
+                final_height_override: None,
+                failures_left: 0,
+                block_time: 1_700_000_000,
+                block_interval: 60,
+            })),
+        };
+        chain.mine();
+        chain
+    }
+
+    /// A source over this chain that reports only transfers to `watch`.
+    pub fn source(&self, watch: Arc<WatchSet>) -> ScriptedSource {
+        ScriptedSource {
+            chain: self.clone(),
+            watch: Some(watch),
+        }
+    }
+
+    /// A source that reports every transfer, as the stream tests want.
+    pub fn unfiltered_source(&self) -> ScriptedSource {
+        ScriptedSource {
+            chain: self.clone(),
+            watch: None,
+        }
+    }
+
+    pub fn network(&self) -> Network {
+        self.lock().network
+    }
+
+    /// Finality by confirmations: a block with `n` confirmations is final.
+    pub fn set_confirmations(&self, n: u64) {
+        self.lock().confirmations = n.max(1);
+    }
+
+    /// Finality by a reported height, like Ethereum's `finalized` tag.
+    pub fn set_final_height(&self, height: Option<u64>) {
+        self.lock().final_height_override = height;
+    }
+
+    /// Sets the timestamp of the next block, unix seconds.
+    pub fn set_block_time(&self, unix_seconds: i64) {
+        self.lock().block_time = unix_seconds;
+    }
+
+    /// The next `n` source calls fail as a node outage would.
+    pub fn fail_next(&self, n: u32) {
+        self.lock().failures_left = n;
+    }
+
+    /// Queues a transfer for the next block; returns its txid.
+    pub fn pay(&self, to: &str, asset: AssetId, amount: u128) -> String {
+        self.pay_with(to, asset, amount, true)
+    }
+
+    /// Queues a transfer whose transaction failed on chain.
+    pub fn pay_failed(&self, to: &str, asset: AssetId, amount: u128) -> String {
+        self.pay_with(to, asset, amount, false)
+    }
+
+    fn pay_with(&self, to: &str, asset: AssetId, amount: u128, success: bool) -> String {
+        let mut s = self.lock();
+        let txid = format!("{:064x}", (1u128 << 120) | u128::from(s.take_id()));
+        let transfer = Transfer {
+            network: s.network,
+            asset,
+            txid: txid.clone(),
+            index: 0,
+            to: to.to_owned(),
+            from: Some("scripted-payer".to_owned()),
+            amount: Amount(amount),
+            success,
+        };
+        s.mempool.push(transfer);
+        txid
+    }
+
+    /// Mines one block holding the whole mempool.
+    pub fn mine(&self) -> BlockRef {
+        let mut s = self.lock();
+        let height = s.base_height + s.blocks.len() as u64;
+        let parent = s
+            .blocks
+            .last()
+            .map_or_else(|| "0".repeat(64), |b| b.block.hash.clone());
+        let hash = format!("{:064x}", s.take_id());
+        let timestamp = s.block_time;
+        s.block_time += s.block_interval;
+        let transfers = std::mem::take(&mut s.mempool);
+        let block = BlockRef {
+            height,
+            hash,
+            parent,
+        };
+        s.blocks.push(Mined {
+            block: block.clone(),
+            timestamp,
+            transfers,
+        });
+        block
+    }
+
+    pub fn mine_n(&self, n: usize) -> BlockRef {
+        let mut last = self.tip();
+        for _ in 0..n {
+            last = self.mine();
+        }
+        last
+    }
+
+    /// Drops the top `depth` blocks and their transactions for good, as
+    /// `anvil_reorg` or `invalidateblock` plus empty blocks do. Mine afterwards
+    /// to build the replacement branch.
+    pub fn reorg(&self, depth: usize) -> Vec<Transfer> {
+        let mut s = self.lock();
+        let keep = s.blocks.len().saturating_sub(depth).max(1);
+        s.blocks.drain(keep..).flat_map(|b| b.transfers).collect()
+    }
+
+    /// Drops the top `depth` blocks but returns their transactions to the
+    /// mempool, so the next block re-mines them elsewhere.
+    pub fn reorg_keeping_transactions(&self, depth: usize) {
+        let dropped = self.reorg(depth);
+        self.lock().mempool.splice(0..0, dropped);
+    }
+
+    pub fn tip(&self) -> BlockRef {
+        self.lock()
+            .blocks
+            .last()
+            .expect("a chain always has a block")
+            .block
+            .clone()
+    }
+
+    pub fn height(&self) -> u64 {
+        self.tip().height
+    }
+
+    /// The whole current chain, ascending.
+    pub fn blocks(&self) -> Vec<BlockRef> {
+        self.lock().blocks.iter().map(|b| b.block.clone()).collect()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl State {
+    fn take_id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    fn maybe_fail(&mut self) -> Result<(), SourceError> {
+        if self.failures_left > 0 {
+            self.failures_left -= 1;
+            return Err(SourceError::Transient("scripted node outage".into()));
+        }
+        Ok(())
+    }
+}
+
+/// [`BlockSource`] over a [`ScriptedChain`].
+#[derive(Debug, Clone)]
+pub struct ScriptedSource {
+    chain: ScriptedChain,
+    watch: Option<Arc<WatchSet>>,
+}
+
+#[async_trait]
+impl BlockSource for ScriptedSource {
+    fn network(&self) -> Network {
+        self.chain.network()
+    }
+
+    async fn tip(&self) -> Result<BlockRef, SourceError> {
+        let mut s = self.chain.lock();
+        s.maybe_fail()?;
+        Ok(s.blocks
+            .last()
+            .expect("a chain always has a block")
+            .block
+            .clone())
+    }
+
+    async fn final_height(&self) -> Result<u64, SourceError> {
+        let mut s = self.chain.lock();
+        s.maybe_fail()?;
+        let tip = s.base_height + s.blocks.len() as u64 - 1;
+        Ok(match s.final_height_override {
+            Some(h) => h.min(tip),
+            None => (tip + 1).saturating_sub(s.confirmations),
+        })
+    }
+
+    async fn block(&self, height: u64) -> Result<Option<SourceBlock>, SourceError> {
+        let mut s = self.chain.lock();
+        s.maybe_fail()?;
+        let Some(index) = height.checked_sub(s.base_height) else {
+            return Ok(None);
+        };
+        let Some(mined) = s.blocks.get(index as usize) else {
+            return Ok(None);
+        };
+        let transfers = mined
+            .transfers
+            .iter()
+            .filter(|t| self.watch.as_ref().is_none_or(|w| w.contains(&t.to)))
+            .cloned()
+            .collect();
+        Ok(Some(SourceBlock {
+            block: mined.block.clone(),
+            timestamp: mined.timestamp,
+            transfers,
+        }))
+    }
+}

@@ -1,0 +1,197 @@
+//! The daemon: one task per enabled network, the reconciler, and shutdown.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use paywatch_core::{Network, WatchSet};
+use tokio::sync::{watch, Notify};
+use tokio::task::JoinSet;
+use tracing::{error, info, warn};
+
+use crate::clock::{Clock, SystemClock};
+use crate::devnet::DevChains;
+use crate::ingest::Ingest;
+use crate::intents::{FixedRates, HttpJsonRates, IntentService, RateBook, RateSource};
+use crate::reconcile::Reconciler;
+use crate::settings::{Settings, SettingsError};
+use crate::store::{Store, StoreError};
+use crate::watcher::{self, WatcherConfig, WatcherDeps};
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AppError {
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(
+        "networks.{network}.source = '{kind}' is not available in this build; available: devchain"
+    )]
+    UnknownSource { network: Network, kind: String },
+}
+
+/// Everything built from settings, shared by `run` and the one-shot commands.
+#[derive(Debug, Clone)]
+pub struct Context {
+    pub settings: Settings,
+    pub store: Store,
+    pub clock: Arc<dyn Clock>,
+    pub watch: HashMap<Network, Arc<WatchSet>>,
+    pub intents: IntentService,
+    pub reconciler: Reconciler,
+}
+
+impl Context {
+    /// Connects, migrates and wires the services.
+    pub async fn build(settings: Settings) -> Result<Context, AppError> {
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let store = Store::connect(&settings.database.url).await?;
+        store.migrate().await?;
+        let watch: HashMap<Network, Arc<WatchSet>> = settings
+            .enabled_networks()
+            .into_iter()
+            .map(|n| (n, Arc::new(WatchSet::new(n))))
+            .collect();
+        let source: Arc<dyn RateSource> = match settings.rates.source.as_str() {
+            "http" => Arc::new(HttpJsonRates::new(
+                settings.rates.http.url.clone(),
+                settings.rates.http.max_age_secs,
+                settings.rates.http.refresh_secs,
+                clock.clone(),
+            )),
+            _ => Arc::new(FixedRates::new(settings.fixed_rates()?, clock.clone())),
+        };
+        let rates = RateBook::new(source, settings.rates.stablecoins_at_par, clock.clone());
+        let intents = IntentService::new(
+            store.clone(),
+            rates,
+            settings.intent_policy()?,
+            HashMap::new(),
+            watch.clone(),
+            clock.clone(),
+        );
+        let reconciler = Reconciler::new(
+            store.clone(),
+            clock.clone(),
+            settings.tolerances()?,
+            settings.reconcile.batch_size,
+        );
+        Ok(Context {
+            settings,
+            store,
+            clock,
+            watch,
+            intents,
+            reconciler,
+        })
+    }
+}
+
+/// Runs until SIGINT or SIGTERM, then stops every task between two events.
+pub async fn run(ctx: Context) -> Result<(), AppError> {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let progress = Arc::new(Notify::new());
+    let ingest = Ingest::new(ctx.store.clone(), ctx.clock.clone());
+    let mut tasks = JoinSet::new();
+    let devchains = DevChains::default();
+
+    for network in ctx.settings.enabled_networks() {
+        let ns = ctx
+            .settings
+            .network(network)
+            .expect("enabled networks have settings")
+            .clone();
+        let cfg = WatcherConfig {
+            network,
+            start_height: ns.start_height,
+            max_reorg_depth: ns.max_reorg_depth,
+            poll_interval: Duration::from_millis(ns.poll_interval_ms),
+            events_per_transaction: ns.events_per_transaction,
+            blocks_per_poll: ns.blocks_per_poll,
+        };
+        let deps = WatcherDeps {
+            store: ctx.store.clone(),
+            ingest: ingest.clone(),
+            watch: ctx.watch[&network].clone(),
+            clock: ctx.clock.clone(),
+            progress: progress.clone(),
+        };
+        match ns.source.as_str() {
+            "devchain" => {
+                let chain = devchains.start(
+                    network,
+                    &ns,
+                    &ctx.settings.devchain,
+                    &mut tasks,
+                    stop_rx.clone(),
+                );
+                let source = chain.source(deps.watch.clone());
+                let stop = stop_rx.clone();
+                tasks.spawn(async move {
+                    if let Err(e) = watcher::run(cfg, source, deps, stop).await {
+                        error!(error = %e, "watcher ended");
+                    }
+                });
+            }
+            other => {
+                return Err(AppError::UnknownSource {
+                    network,
+                    kind: other.to_owned(),
+                })
+            }
+        }
+    }
+    if ctx.settings.devchain.autopay {
+        devchains.spawn_autopay(ctx.store.clone(), &mut tasks, stop_rx.clone());
+    }
+
+    let reconciler = ctx.reconciler.clone();
+    let interval = Duration::from_millis(ctx.settings.reconcile.interval_ms);
+    let mut stop = stop_rx.clone();
+    tasks.spawn(async move {
+        let span = tracing::info_span!("reconcile");
+        let _enter = span.enter();
+        loop {
+            match reconciler.run_until_idle().await {
+                Ok(r) if r.changed > 0 => info!(
+                    examined = r.examined,
+                    changed = r.changed,
+                    settled = r.settled,
+                    reversed = r.reversed,
+                    "reconciled"
+                ),
+                Ok(_) => {}
+                Err(e) => warn!(error = %e, "reconcile pass failed; retrying"),
+            }
+            tokio::select! {
+                _ = progress.notified() => {}
+                _ = tokio::time::sleep(interval) => {}
+                _ = stop.changed() => break,
+            }
+        }
+    });
+
+    info!(networks = ?ctx.settings.enabled_networks(), database = ctx.store.dialect().as_str(), "paywatch running");
+    shutdown_signal().await;
+    info!("shutting down");
+    let _ = stop_tx.send(true);
+    while tasks.join_next().await.is_some() {}
+    ctx.store.close().await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

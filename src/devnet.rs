@@ -1,0 +1,83 @@
+//! Local dev chains, in process, for `paywatch run` on a fresh machine: a
+//! scripted chain per network that mines on a timer. Never a production source.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use paywatch_core::{AssetId, Network};
+use paywatch_testkit::ScriptedChain;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tracing::info;
+
+use crate::settings::{DevchainSettings, NetworkSettings};
+use crate::store::Store;
+
+#[derive(Debug, Default, Clone)]
+pub struct DevChains {
+    chains: Arc<Mutex<HashMap<Network, ScriptedChain>>>,
+}
+
+impl DevChains {
+    /// Starts a dev chain for `network` that mines every `block_secs`.
+    pub fn start(
+        &self,
+        network: Network,
+        ns: &NetworkSettings,
+        dev: &DevchainSettings,
+        tasks: &mut JoinSet<()>,
+        mut stop: watch::Receiver<bool>,
+    ) -> ScriptedChain {
+        let chain = ScriptedChain::new(network, ns.start_height.unwrap_or(0));
+        chain.set_confirmations(ns.confirmations);
+        chain.set_block_time(crate::store::now_ms() / 1000);
+        self.chains
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(network, chain.clone());
+        let miner = chain.clone();
+        let every = Duration::from_secs(dev.block_secs.max(1));
+        tasks.spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(every) => {
+                        miner.set_block_time(crate::store::now_ms() / 1000);
+                        miner.mine();
+                    }
+                    _ = stop.changed() => break,
+                }
+            }
+        });
+        chain
+    }
+
+    /// Dev only: a simulated customer pays each open intent on a dev chain
+    /// exactly what it is due, once.
+    pub fn spawn_autopay(
+        &self,
+        store: Store,
+        tasks: &mut JoinSet<()>,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        let chains = self.chains.clone();
+        tasks.spawn(async move {
+            let mut paid: HashSet<i64> = HashSet::new();
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    _ = stop.changed() => break,
+                }
+                let networks: Vec<(Network, ScriptedChain)> =
+                    chains.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|(n, c)| (*n, c.clone())).collect();
+                for (network, chain) in networks {
+                    let Ok(open) = store.open_intents(network).await else { continue };
+                    for intent in open.into_iter().filter(|i| paid.insert(i.id)) {
+                        let txid = chain.pay(&intent.address, AssetId::Known(intent.method.asset()), intent.amount_due.0);
+                        info!(intent = intent.id, %txid, amount = %intent.amount_due, "devchain customer paid");
+                    }
+                }
+            }
+        });
+    }
+}

@@ -1,0 +1,130 @@
+//! ChainEvent → rows. The only writer of chain-derived rows: blocks,
+//! transfers and the cursor. Each call is one database transaction, so a
+//! crash between two calls loses nothing and doubles nothing.
+
+use std::sync::Arc;
+
+use paywatch_core::{ChainEvent, Network};
+
+use crate::clock::Clock;
+use crate::store::{ApplyOutcome, Store, StoreError, Tx};
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum IngestError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("the {watcher} watcher got a transfer for {transfer} in block {block}: the source is broken, nothing was recorded")]
+    ForeignTransfer {
+        watcher: Network,
+        transfer: Network,
+        block: String,
+    },
+    #[error("event kind not handled by this version of ingest: {0:?}")]
+    UnknownEvent(Box<ChainEvent>),
+}
+
+#[derive(Debug, Clone)]
+pub struct Ingest {
+    store: Store,
+    clock: Arc<dyn Clock>,
+}
+
+impl Ingest {
+    pub fn new(store: Store, clock: Arc<dyn Clock>) -> Ingest {
+        Ingest { store, clock }
+    }
+
+    /// Applies `events` in order, in one transaction. Stops at the first
+    /// event that does not fit the stored cursor (another worker moved it),
+    /// keeping what was applied before it.
+    pub async fn apply(
+        &self,
+        network: Network,
+        events: &[ChainEvent],
+    ) -> Result<ApplyOutcome, IngestError> {
+        let now = self.clock.now_ms();
+        let mut tx = self.store.begin().await?;
+        let mut outcome = ApplyOutcome::AlreadyApplied;
+        for event in events {
+            match self.apply_one(&mut tx, network, event, now).await? {
+                ApplyOutcome::Applied => outcome = ApplyOutcome::Applied,
+                ApplyOutcome::AlreadyApplied => {}
+                mismatch @ ApplyOutcome::CursorMismatch { .. } => {
+                    tx.commit().await.map_err(StoreError::from)?;
+                    return Ok(mismatch);
+                }
+            }
+        }
+        tx.commit().await.map_err(StoreError::from)?;
+        Ok(outcome)
+    }
+
+    async fn apply_one(
+        &self,
+        tx: &mut Tx,
+        network: Network,
+        event: &ChainEvent,
+        now: i64,
+    ) -> Result<ApplyOutcome, IngestError> {
+        let stored = self.store.stored_cursor_hash(tx, network).await?;
+        match event {
+            ChainEvent::Connected {
+                block,
+                timestamp,
+                transfers,
+            } => {
+                if stored.as_deref() == Some(block.hash.as_str()) {
+                    return Ok(ApplyOutcome::AlreadyApplied);
+                }
+                let fits = stored.is_none() || stored.as_deref() == Some(block.parent.as_str());
+                if !fits {
+                    if !self
+                        .store
+                        .is_block_orphaned(tx, network, &block.hash)
+                        .await?
+                    {
+                        return Ok(ApplyOutcome::AlreadyApplied);
+                    }
+                    return Ok(ApplyOutcome::CursorMismatch { stored });
+                }
+                if let Some(t) = transfers.iter().find(|t| t.network != network) {
+                    return Err(IngestError::ForeignTransfer {
+                        watcher: network,
+                        transfer: t.network,
+                        block: block.to_string(),
+                    });
+                }
+                let timestamp_ms = timestamp.saturating_mul(1000);
+                self.store
+                    .connect_block(tx, network, block, timestamp_ms, now)
+                    .await?;
+                self.store
+                    .insert_transfers(tx, block, timestamp_ms, transfers, now)
+                    .await?;
+                let addresses: Vec<String> = transfers
+                    .iter()
+                    .map(|t| network.normalize_address(&t.to).into_owned())
+                    .collect();
+                self.store.touch_intents(tx, network, &addresses).await?;
+                Ok(ApplyOutcome::Applied)
+            }
+            ChainEvent::Disconnected { block } => {
+                if stored.as_deref() != Some(block.hash.as_str()) {
+                    if self
+                        .store
+                        .is_block_orphaned(tx, network, &block.hash)
+                        .await?
+                    {
+                        return Ok(ApplyOutcome::AlreadyApplied);
+                    }
+                    return Ok(ApplyOutcome::CursorMismatch { stored });
+                }
+                let addresses = self.store.disconnect_block(tx, network, block, now).await?;
+                self.store.touch_intents(tx, network, &addresses).await?;
+                Ok(ApplyOutcome::Applied)
+            }
+            other => Err(IngestError::UnknownEvent(Box::new(other.clone()))),
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! Payment intents: validation, quoting, address allocation and expiry.
+
+mod addresses;
+mod quote;
+mod rates;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use paywatch_core::{Amount, AmountError, Asset, Method, MethodError, Network, WatchSet};
+
+pub use addresses::{check_shape, parse_pool, AddressDeriver, PoolLineError};
+pub use quote::{quote, QuoteError};
+pub use rates::{parse_rate, FixedRates, HttpJsonRates, Rate, RateBook, RateError, RateSource};
+
+use crate::clock::Clock;
+use crate::store::{IntentRecord, NewIntentRow, Store, StoreError};
+use crate::IntentKind;
+
+/// A storefront's request for a payment intent. Everything is text, as it
+/// arrives from the edge; validation happens here.
+#[derive(Debug, Clone)]
+pub struct NewIntent {
+    pub kind: String,
+    pub reference: String,
+    pub account: String,
+    pub asset: String,
+    pub network: String,
+    /// USD with at most two decimals, e.g. "100" or "49.99".
+    pub usd_amount: String,
+}
+
+/// Errors the storefront gets back. Each has a stable code.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum IntentError {
+    #[error("{0}")]
+    MethodUnknown(String),
+    #[error("{method} is not enabled on this paywatch")]
+    MethodDisabled { method: Method },
+    #[error("{0}")]
+    AmountInvalid(String),
+    #[error("{field}: {why}")]
+    FieldInvalid { field: &'static str, why: String },
+    #[error("rate unavailable: {0}")]
+    RateUnavailable(#[from] RateError),
+    #[error("no address available on {0}: import more into its pool")]
+    NoAddressAvailable(Network),
+    #[error("{kind} {reference} is already paid by intent {intent}")]
+    AlreadyPaid {
+        kind: IntentKind,
+        reference: String,
+        intent: i64,
+    },
+    #[error("address derivation failed on {network}: {why}")]
+    Derivation { network: Network, why: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl IntentError {
+    /// The stable code the API and CLI report.
+    pub fn code(&self) -> &'static str {
+        match self {
+            IntentError::MethodUnknown(_) | IntentError::MethodDisabled { .. } => "method_unknown",
+            IntentError::AmountInvalid(_) => "amount_invalid",
+            IntentError::FieldInvalid { .. } => "invalid_request",
+            IntentError::RateUnavailable(_) => "rate_unavailable",
+            IntentError::NoAddressAvailable(_) => "no_address_available",
+            IntentError::AlreadyPaid { .. } => "conflict",
+            IntentError::Derivation { .. } | IntentError::Store(_) => "internal",
+        }
+    }
+}
+
+impl From<MethodError> for IntentError {
+    fn from(e: MethodError) -> Self {
+        IntentError::MethodUnknown(e.to_string())
+    }
+}
+
+impl From<AmountError> for IntentError {
+    fn from(e: AmountError) -> Self {
+        IntentError::AmountInvalid(e.to_string())
+    }
+}
+
+/// How intents are made: from settings.
+#[derive(Debug, Clone)]
+pub struct IntentPolicy {
+    pub enabled: HashSet<Network>,
+    pub expiry_secs: i64,
+    pub topup_amounts_cents: Vec<u64>,
+    pub quote_decimals: HashMap<Method, u32>,
+}
+
+impl IntentPolicy {
+    /// Default quote precision: the asset's own, capped at 8 places, so
+    /// amounts stay short enough to type.
+    pub fn quote_decimals(&self, method: Method) -> u32 {
+        self.quote_decimals
+            .get(&method)
+            .copied()
+            .unwrap_or(method.decimals().min(8))
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct IntentService {
+    store: Store,
+    rates: RateBook,
+    policy: IntentPolicy,
+    derivers: HashMap<Network, Arc<dyn AddressDeriver>>,
+    watch: HashMap<Network, Arc<WatchSet>>,
+    clock: Arc<dyn Clock>,
+}
+
+impl IntentService {
+    pub fn new(
+        store: Store,
+        rates: RateBook,
+        policy: IntentPolicy,
+        derivers: HashMap<Network, Arc<dyn AddressDeriver>>,
+        watch: HashMap<Network, Arc<WatchSet>>,
+        clock: Arc<dyn Clock>,
+    ) -> IntentService {
+        IntentService {
+            store,
+            rates,
+            policy,
+            derivers,
+            watch,
+            clock,
+        }
+    }
+
+    /// Validates, quotes and allocates; writes the intent and takes its
+    /// address in one transaction, so a failure leaves nothing behind.
+    pub async fn create(&self, req: &NewIntent) -> Result<IntentRecord, IntentError> {
+        let kind: IntentKind = req.kind.parse().map_err(|_| IntentError::FieldInvalid {
+            field: "kind",
+            why: format!("'{}' is not order or topup", req.kind),
+        })?;
+        let reference = checked_text("reference", &req.reference)?;
+        let account = checked_text("account", &req.account)?;
+        let asset: Asset = req.asset.parse()?;
+        let network: Network =
+            req.network
+                .parse()
+                .map_err(|e: paywatch_core::UnknownNetwork| {
+                    IntentError::MethodUnknown(e.to_string())
+                })?;
+        let method = Method::new(asset, network)?;
+        if !self.policy.enabled.contains(&network) {
+            return Err(IntentError::MethodDisabled { method });
+        }
+
+        let cents = Amount::parse_decimal("usd_amount", &req.usd_amount, 2)?;
+        let cents = u64::try_from(cents.0)
+            .ok()
+            .filter(|c| *c > 0 && *c <= 100_000_000_00)
+            .ok_or_else(|| {
+                IntentError::AmountInvalid(format!(
+                    "usd_amount: '{}' must be above 0 and at most 100000000",
+                    req.usd_amount
+                ))
+            })?;
+        if kind == IntentKind::Topup && !self.policy.topup_amounts_cents.contains(&cents) {
+            let offered: Vec<String> = self
+                .policy
+                .topup_amounts_cents
+                .iter()
+                .map(|c| Amount(u128::from(*c)).to_decimal_string(2))
+                .collect();
+            return Err(IntentError::AmountInvalid(format!(
+                "usd_amount: top-ups are offered at {} USD, not {}",
+                offered.join(", "),
+                req.usd_amount
+            )));
+        }
+        if let Some(intent) = self.store.settled_intent(kind, reference).await? {
+            return Err(IntentError::AlreadyPaid {
+                kind,
+                reference: reference.to_owned(),
+                intent,
+            });
+        }
+
+        let rate = self.rates.usd_rate(asset).await?;
+        let amount_due = quote(
+            cents,
+            rate.usd_per_coin,
+            method.decimals(),
+            self.policy.quote_decimals(method),
+        )
+        .map_err(|e| IntentError::AmountInvalid(format!("usd_amount: {e}")))?;
+
+        let now = self.clock.now_ms();
+        let mut tx = self.store.begin().await?;
+        let (address_id, address) = match self.derivers.get(&network) {
+            Some(deriver) => {
+                let index = self.store.take_derivation_index(&mut tx, network).await?;
+                let address = deriver
+                    .derive(index)
+                    .map_err(|why| IntentError::Derivation { network, why })?;
+                let address = network.normalize_address(&address).into_owned();
+                (
+                    self.store
+                        .insert_derived_address(&mut tx, network, &address, index, now)
+                        .await?,
+                    address,
+                )
+            }
+            None => self
+                .store
+                .take_pool_address(&mut tx, network, now)
+                .await?
+                .ok_or(IntentError::NoAddressAvailable(network))?,
+        };
+        let rate_text = rate.usd_per_coin.normalize().to_string();
+        let row = NewIntentRow {
+            kind,
+            reference,
+            account,
+            method,
+            address: &address,
+            amount_due,
+            usd_cents: cents as i64,
+            rate_usd: &rate_text,
+            rate_source: &rate.source,
+            rate_at_ms: rate.at_ms,
+            created_at_ms: now,
+            expires_at_ms: now + self.policy.expiry_secs * 1000,
+        };
+        let id = self.store.insert_intent(&mut tx, &row).await?;
+        self.store
+            .link_address_to_intent(&mut tx, address_id, id)
+            .await?;
+        tx.commit().await.map_err(StoreError::from)?;
+
+        // Watched before the address leaves this function, so no payment to it
+        // can reach a block this watcher has not been told to look for.
+        if let Some(w) = self.watch.get(&network) {
+            w.insert(&address);
+        }
+        self.store.intent(id).await?.ok_or_else(|| {
+            IntentError::Store(StoreError::Corrupt(format!(
+                "intent {id} vanished after commit"
+            )))
+        })
+    }
+}
+
+fn checked_text<'a>(field: &'static str, value: &'a str) -> Result<&'a str, IntentError> {
+    let v = value.trim();
+    if v.is_empty() {
+        return Err(IntentError::FieldInvalid {
+            field,
+            why: "must not be empty".into(),
+        });
+    }
+    if v.len() > 200 || v.chars().any(char::is_control) {
+        return Err(IntentError::FieldInvalid {
+            field,
+            why: "must be at most 200 printable characters".into(),
+        });
+    }
+    Ok(v)
+}

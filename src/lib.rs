@@ -1,0 +1,18 @@
+//! paywatch: a multi-chain payment watcher and reconciliation daemon.
+//!
+//! chain node → source (chain crate) → canonical stream (paywatch-core) →
+//! [`ingest`] → [`reconcile`] → shared database → storefront, operators, support.
+
+pub mod app;
+pub mod clock;
+mod devnet;
+pub mod ingest;
+pub mod intents;
+pub mod reconcile;
+pub mod settings;
+pub mod store;
+pub mod watcher;
+
+mod kind;
+
+pub use kind::IntentKind;

@@ -1,0 +1,285 @@
+//! The `paywatch` command: settings → telemetry → app. The only place that
+//! uses anyhow.
+
+use anyhow::{bail, Context as _};
+use clap::{Parser, Subcommand};
+use paywatch::app::{self, Context};
+use paywatch::intents::{parse_pool, NewIntent};
+use paywatch::settings::Settings;
+use paywatch::store::IntentRecord;
+use paywatch::IntentKind;
+use paywatch_core::Network;
+use tracing_subscriber::EnvFilter;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "paywatch",
+    version,
+    about = "Multi-chain payment watcher and reconciliation daemon"
+)]
+struct Cli {
+    /// Config file layered over the built-in defaults (then PAYWATCH__… variables).
+    #[arg(long, global = true, env = "PAYWATCH_CONFIG")]
+    config: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Watch every enabled network and reconcile until stopped.
+    Run,
+    /// Apply database migrations and exit.
+    Migrate,
+    /// Payment intents.
+    #[command(subcommand)]
+    Intent(IntentCommand),
+    /// Address pools.
+    #[command(subcommand)]
+    Addresses(AddressCommand),
+    /// Recorded transfers.
+    #[command(subcommand)]
+    Transfers(TransferCommand),
+    /// Each watcher's tip, cursor, lag and last error.
+    Status,
+}
+
+#[derive(Subcommand, Debug)]
+enum IntentCommand {
+    /// Create an intent: a fresh address and an exact amount.
+    Create {
+        #[arg(long)]
+        kind: String,
+        #[arg(long)]
+        reference: String,
+        #[arg(long)]
+        account: String,
+        #[arg(long)]
+        asset: String,
+        #[arg(long)]
+        network: String,
+        /// USD amount, at most two decimals.
+        #[arg(long)]
+        usd: String,
+    },
+    /// Show an intent by id, or every intent of a reference.
+    Show {
+        id: Option<i64>,
+        #[arg(long, requires = "kind")]
+        reference: Option<String>,
+        #[arg(long)]
+        kind: Option<String>,
+    },
+    /// Record a customer's "I have paid" (never taken as proof).
+    DeclarePaid {
+        id: i64,
+        #[arg(long)]
+        note: Option<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum AddressCommand {
+    /// Import a pool file: one address a line, '#' comments.
+    Import {
+        #[arg(long)]
+        network: String,
+        #[arg(long)]
+        file: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum TransferCommand {
+    /// List recorded transfers, newest first.
+    List {
+        #[arg(long)]
+        network: Option<String>,
+        #[arg(long)]
+        address: Option<String>,
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+    },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let settings = Settings::load(cli.config.as_deref())?;
+    let ctx = Context::build(settings).await?;
+    match cli.command {
+        Command::Run => app::run(ctx).await?,
+        Command::Migrate => println!("migrations applied ({})", ctx.store.dialect().as_str()),
+        Command::Intent(c) => intent(&ctx, c).await?,
+        Command::Addresses(AddressCommand::Import { network, file }) => {
+            let network: Network = network.parse()?;
+            let text = std::fs::read_to_string(&file).with_context(|| format!("reading {file}"))?;
+            let addresses = match parse_pool(&file, &text, network) {
+                Ok(a) => a,
+                Err(errors) => {
+                    for e in &errors {
+                        eprintln!("{e}");
+                    }
+                    bail!("{} bad line(s) in {file}; nothing imported", errors.len());
+                }
+            };
+            let report = ctx
+                .store
+                .import_addresses(network, &addresses, ctx.clock.now_ms())
+                .await?;
+            let free = ctx.store.free_addresses(network).await?;
+            println!(
+                "{network}: {} added, {} already present, {free} free",
+                report.added, report.already_present
+            );
+        }
+        Command::Transfers(TransferCommand::List {
+            network,
+            address,
+            limit,
+        }) => {
+            let network = network.map(|n| n.parse::<Network>()).transpose()?;
+            for t in ctx
+                .store
+                .transfers(network, address.as_deref(), limit)
+                .await?
+            {
+                println!(
+                    "{} {} {}:{} -> {} {} {} height {} {}",
+                    t.id,
+                    t.network,
+                    t.txid,
+                    t.index,
+                    t.to,
+                    t.amount,
+                    t.asset.code(),
+                    t.block_height,
+                    if t.orphaned_at_ms.is_some() {
+                        "orphaned"
+                    } else if t.success {
+                        "ok"
+                    } else {
+                        "failed"
+                    }
+                );
+            }
+        }
+        Command::Status => {
+            for network in Network::ALL {
+                if let Some(s) = ctx.store.chain_status(network).await? {
+                    let lag = match (s.tip_height, s.cursor_height) {
+                        (Some(t), Some(c)) => t.saturating_sub(c).to_string(),
+                        _ => "-".into(),
+                    };
+                    println!(
+                        "{network}: {} tip {:?} cursor {:?} final {:?} lag {lag} {}",
+                        s.watcher_state,
+                        s.tip_height,
+                        s.cursor_height,
+                        s.final_height,
+                        s.last_error.unwrap_or_default()
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn intent(ctx: &Context, command: IntentCommand) -> anyhow::Result<()> {
+    match command {
+        IntentCommand::Create {
+            kind,
+            reference,
+            account,
+            asset,
+            network,
+            usd,
+        } => {
+            let req = NewIntent {
+                kind,
+                reference,
+                account,
+                asset,
+                network,
+                usd_amount: usd,
+            };
+            match ctx.intents.create(&req).await {
+                Ok(i) => print_intent(&i),
+                Err(e) => bail!("{}: {e}", e.code()),
+            }
+        }
+        IntentCommand::Show { id: Some(id), .. } => match ctx.store.intent(id).await? {
+            Some(i) => {
+                print_intent(&i);
+                for e in ctx.store.intent_events(id).await? {
+                    println!(
+                        "  {} {} {} {} {}",
+                        e.at_ms,
+                        e.kind,
+                        e.status.unwrap_or_default(),
+                        e.exception.unwrap_or_default(),
+                        e.detail.unwrap_or_default()
+                    );
+                }
+            }
+            None => bail!("not_found: no intent {id}"),
+        },
+        IntentCommand::Show {
+            id: None,
+            reference: Some(reference),
+            kind: Some(kind),
+        } => {
+            let kind: IntentKind = kind.parse()?;
+            let found = ctx.store.intents_for_reference(kind, &reference).await?;
+            if found.is_empty() {
+                bail!("not_found: no intent for {kind} {reference}");
+            }
+            found.iter().for_each(print_intent);
+        }
+        IntentCommand::Show { .. } => bail!("give an intent id, or --kind and --reference"),
+        IntentCommand::DeclarePaid { id, note } => {
+            if !ctx
+                .store
+                .declare_paid(id, note.as_deref(), ctx.clock.now_ms())
+                .await?
+            {
+                bail!("not_found: no intent {id}");
+            }
+            println!("recorded: intent {id} declared paid (a declaration is not proof; the chain decides)");
+        }
+    }
+    Ok(())
+}
+
+fn print_intent(i: &IntentRecord) {
+    let d = i.method.decimals();
+    println!(
+        "intent {id} {kind} {reference} account {account}\n  pay {coin} {asset} on {network} to {address}\n  \
+         due {due} base units ({usd} USD at {rate} USD/{asset}, {source})\n  status {status}{exception}\n  \
+         received final {fin} pending {pend}\n  expires_at_ms {exp}",
+        id = i.id,
+        kind = i.kind,
+        reference = i.reference,
+        account = i.account,
+        coin = i.amount_due.to_decimal_string(d),
+        asset = i.method.asset(),
+        network = i.method.network(),
+        address = i.address,
+        due = i.amount_due,
+        usd = paywatch_core::Amount(i.usd_cents as u128).to_decimal_string(2),
+        rate = i.rate_usd,
+        source = i.rate_source,
+        status = i.status,
+        exception = i.exception.map(|e| format!(" ({e})")).unwrap_or_default(),
+        fin = i.amount_final.to_decimal_string(d),
+        pend = i.amount_pending.to_decimal_string(d),
+        exp = i.expires_at_ms,
+    );
+}

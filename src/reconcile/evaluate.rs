@@ -1,0 +1,437 @@
+//! The status machine, as a pure function of an intent and its transfers.
+//! Reconcile recomputes from scratch every time, so a reorg before finality
+//! simply yields whatever the remaining transfers say.
+
+use paywatch_core::{Amount, AssetId, Method, Network};
+
+use super::{Exception, Status};
+
+/// A transfer as reconcile sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeenTransfer {
+    pub network: Network,
+    pub asset: AssetId,
+    pub txid: String,
+    pub index: u32,
+    pub amount: Amount,
+    pub success: bool,
+    pub block_height: u64,
+    pub block_time_ms: i64,
+    pub first_seen_ms: i64,
+    pub orphaned: bool,
+}
+
+/// Everything the decision depends on.
+#[derive(Debug, Clone, Copy)]
+pub struct IntentFacts<'a> {
+    pub id: i64,
+    pub method: Method,
+    pub amount_due: Amount,
+    pub expires_at_ms: i64,
+    pub status: Status,
+    pub exception: Option<Exception>,
+    /// Set once this intent settled its reference (order paid, top-up credited).
+    pub settled_at_ms: Option<i64>,
+    pub reversed: bool,
+    /// Another intent already settled the same reference.
+    pub reference_settled_by: Option<i64>,
+    pub transfers: &'a [SeenTransfer],
+    /// The network's final height; `None` until the watcher reported one.
+    pub final_height: Option<u64>,
+    pub now_ms: i64,
+    /// Shortfall still accepted as paid (config; zero by default).
+    pub tolerance: Amount,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Evaluation {
+    pub status: Status,
+    pub exception: Option<Exception>,
+    pub reason: Reason,
+    /// Final money of the intent's method at its address.
+    pub amount_final: Amount,
+    /// Not yet final money of the intent's method at its address.
+    pub amount_pending: Amount,
+    pub amount_excess: Amount,
+    /// Settle now: mark the order paid or credit the top-up.
+    pub settle: bool,
+    /// The settled payment lost final money in a reorg: post a reversal.
+    pub reverse: bool,
+}
+
+/// Why the status is what it is. Kept as figures and rendered only when
+/// written, so the hot path formats nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reason {
+    ResolvedBySupport,
+    Awaiting {
+        due: u128,
+    },
+    PartlyReceived {
+        received: u128,
+        due: u128,
+    },
+    PartlyUnconfirmed {
+        received: u128,
+        due: u128,
+    },
+    SeenInTime {
+        seen: u128,
+        final_part: u128,
+    },
+    Paid {
+        received: u128,
+    },
+    Overpaid {
+        excess: u128,
+    },
+    Underpaid {
+        timely: u128,
+        late: u128,
+        due: u128,
+    },
+    PaidLate {
+        late: u128,
+        due: u128,
+    },
+    ExpiredUnpaid,
+    WrongAsset {
+        arrivals: Vec<(AssetId, Network, String, Amount)>,
+    },
+    AfterSettlement {
+        extra: u128,
+    },
+    ReversedByReorg {
+        final_now: u128,
+        due: u128,
+    },
+    StillReversed {
+        final_now: u128,
+        due: u128,
+    },
+    ReferencePaidElsewhere {
+        by: i64,
+        money_arrived: bool,
+    },
+}
+
+impl Reason {
+    /// A sentence a support agent can act on.
+    pub fn render(&self, method: Method) -> String {
+        let coin = |v: u128| {
+            format!(
+                "{} {}",
+                Amount(v).to_decimal_string(method.decimals()),
+                method.asset()
+            )
+        };
+        match self {
+            Reason::ResolvedBySupport => "resolved by support".to_owned(),
+            Reason::Awaiting { due } => format!("awaiting {}", coin(*due)),
+            Reason::PartlyReceived { received, due } => format!("received {} of {}", coin(*received), coin(*due)),
+            Reason::PartlyUnconfirmed { received, due } => {
+                format!("received {} of {}, partly unconfirmed", coin(*received), coin(*due))
+            }
+            Reason::SeenInTime { seen, final_part } => {
+                format!("{} seen in time, {} of it final", coin(*seen), coin(*final_part))
+            }
+            Reason::Paid { received } => format!("paid {}", coin(*received)),
+            Reason::Overpaid { excess } => format!("paid {} more than due", coin(*excess)),
+            Reason::Underpaid { timely, late, due } => {
+                let late = if *late > 0 { format!(" and {} after expiry", coin(*late)) } else { String::new() };
+                format!("expired with {} of {} received in time{late}", coin(*timely), coin(*due))
+            }
+            Reason::PaidLate { late, due } => {
+                format!("{} of {} arrived after the intent expired", coin(*late), coin(*due))
+            }
+            Reason::ExpiredUnpaid => "expired without payment".to_owned(),
+            Reason::WrongAsset { arrivals } => {
+                let list: Vec<String> = arrivals
+                    .iter()
+                    .map(|(asset, network, txid, amount)| format!("{amount} base units of {} on {network} in {txid}", asset.code()))
+                    .collect();
+                format!("money other than {method} arrived at the address: {}", list.join("; "))
+            }
+            Reason::AfterSettlement { extra } => {
+                format!("another {} arrived after the intent was already paid", coin(*extra))
+            }
+            Reason::ReversedByReorg { final_now, due } => format!(
+                "a reorg removed final money after the intent was credited: final now {} of {}",
+                coin(*final_now),
+                coin(*due)
+            ),
+            Reason::StillReversed { final_now, due } => format!(
+                "the credited payment was reversed by a reorg; final now {} of {}",
+                coin(*final_now),
+                coin(*due)
+            ),
+            Reason::ReferencePaidElsewhere { by, money_arrived: true } => format!(
+                "the reference was already paid by intent {by}; this payment must be refunded or reassigned"
+            ),
+            Reason::ReferencePaidElsewhere { by, money_arrived: false } => {
+                format!("the reference was already paid by intent {by}")
+            }
+        }
+    }
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Sums {
+    timely_final: u128,
+    timely_pending: u128,
+    late_final: u128,
+    late_pending: u128,
+    after_settlement: u128,
+}
+
+impl Sums {
+    fn timely(&self) -> u128 {
+        self.timely_final + self.timely_pending
+    }
+    fn late(&self) -> u128 {
+        self.late_final + self.late_pending
+    }
+}
+
+pub fn evaluate(f: &IntentFacts<'_>) -> Evaluation {
+    let mut sums = Sums::default();
+    let mut foreign: Vec<&SeenTransfer> = Vec::new();
+    for t in f.transfers.iter().filter(|t| !t.orphaned && t.success) {
+        let ours = t.network == f.method.network() && t.asset == AssetId::Known(f.method.asset());
+        if !ours {
+            foreign.push(t);
+            continue;
+        }
+        let is_final = f.final_height.is_some_and(|h| t.block_height <= h);
+        let at = received_at(t, f.transfers);
+        let v = t.amount.0;
+        match (at <= f.expires_at_ms, is_final) {
+            (true, true) => sums.timely_final += v,
+            (true, false) => sums.timely_pending += v,
+            (false, true) => sums.late_final += v,
+            (false, false) => sums.late_pending += v,
+        }
+        if f.settled_at_ms.is_some_and(|s| at > s) {
+            sums.after_settlement += v;
+        }
+    }
+
+    let due = f.amount_due.0;
+    let due_min = due.saturating_sub(f.tolerance.0);
+    let amount_final = sums.timely_final + sums.late_final;
+    let excess = amount_final.saturating_sub(due);
+    let (status, exception, reason, settle, reverse) =
+        decide(f, &sums, &foreign, due, due_min, excess);
+    Evaluation {
+        status,
+        exception,
+        reason,
+        amount_final: Amount(amount_final),
+        amount_pending: Amount(sums.timely_pending + sums.late_pending),
+        amount_excess: Amount(excess),
+        settle,
+        reverse,
+    }
+}
+
+type Decision = (Status, Option<Exception>, Reason, bool, bool);
+
+fn decide(
+    f: &IntentFacts<'_>,
+    s: &Sums,
+    foreign: &[&SeenTransfer],
+    due: u128,
+    due_min: u128,
+    excess: u128,
+) -> Decision {
+    use Exception as X;
+    use Status as S;
+    let wrong_asset = || Reason::WrongAsset {
+        arrivals: foreign
+            .iter()
+            .map(|t| (t.asset.clone(), t.network, t.txid.clone(), t.amount))
+            .collect(),
+    };
+    let paid = |settle: bool| -> Decision {
+        if !foreign.is_empty() {
+            (
+                S::NeedsReview,
+                Some(X::WrongAsset),
+                wrong_asset(),
+                settle,
+                false,
+            )
+        } else if excess > 0 {
+            (
+                S::Paid,
+                Some(X::Overpaid),
+                Reason::Overpaid { excess },
+                settle,
+                false,
+            )
+        } else {
+            (
+                S::Paid,
+                None,
+                Reason::Paid {
+                    received: s.timely_final + s.late_final,
+                },
+                settle,
+                false,
+            )
+        }
+    };
+
+    // Support owns a resolved intent; the chain only updates its figures.
+    if f.status == S::Resolved {
+        return (
+            S::Resolved,
+            f.exception,
+            Reason::ResolvedBySupport,
+            false,
+            false,
+        );
+    }
+
+    if f.settled_at_ms.is_some() {
+        return if f.reversed {
+            (
+                S::NeedsReview,
+                Some(X::Reversed),
+                Reason::StillReversed {
+                    final_now: s.timely_final,
+                    due,
+                },
+                false,
+                false,
+            )
+        } else if s.timely_final < due_min {
+            (
+                S::NeedsReview,
+                Some(X::Reversed),
+                Reason::ReversedByReorg {
+                    final_now: s.timely_final,
+                    due,
+                },
+                false,
+                true,
+            )
+        } else if s.after_settlement > 0 {
+            (
+                S::NeedsReview,
+                Some(X::Duplicate),
+                Reason::AfterSettlement {
+                    extra: s.after_settlement,
+                },
+                false,
+                false,
+            )
+        } else {
+            paid(false)
+        };
+    }
+
+    let money_arrived = s.timely() + s.late() > 0 || !foreign.is_empty();
+    let expired = f.now_ms > f.expires_at_ms;
+    if let Some(by) = f.reference_settled_by {
+        let reason = Reason::ReferencePaidElsewhere { by, money_arrived };
+        return match (money_arrived, expired) {
+            (true, _) => (S::NeedsReview, Some(X::Duplicate), reason, false, false),
+            (false, true) => (S::Expired, None, reason, false, false),
+            (false, false) => (S::AwaitingPayment, None, reason, false, false),
+        };
+    }
+
+    if s.timely_final >= due_min {
+        paid(true)
+    } else if !foreign.is_empty() {
+        (
+            S::NeedsReview,
+            Some(X::WrongAsset),
+            wrong_asset(),
+            false,
+            false,
+        )
+    } else if s.timely() >= due_min {
+        (
+            S::Confirming,
+            None,
+            Reason::SeenInTime {
+                seen: s.timely(),
+                final_part: s.timely_final,
+            },
+            false,
+            false,
+        )
+    } else if !expired {
+        if s.timely_pending > 0 {
+            (
+                S::Confirming,
+                None,
+                Reason::PartlyUnconfirmed {
+                    received: s.timely(),
+                    due,
+                },
+                false,
+                false,
+            )
+        } else if s.timely_final > 0 {
+            (
+                S::AwaitingPayment,
+                None,
+                Reason::PartlyReceived {
+                    received: s.timely_final,
+                    due,
+                },
+                false,
+                false,
+            )
+        } else {
+            (
+                S::AwaitingPayment,
+                None,
+                Reason::Awaiting { due },
+                false,
+                false,
+            )
+        }
+    } else if s.timely() > 0 {
+        (
+            S::NeedsReview,
+            Some(X::Underpaid),
+            Reason::Underpaid {
+                timely: s.timely(),
+                late: s.late(),
+                due,
+            },
+            false,
+            false,
+        )
+    } else if s.late() > 0 {
+        (
+            S::NeedsReview,
+            Some(X::PaidLate),
+            Reason::PaidLate {
+                late: s.late(),
+                due,
+            },
+            false,
+            false,
+        )
+    } else {
+        (S::Expired, None, Reason::ExpiredUnpaid, false, false)
+    }
+}
+
+/// The earlier of when the payment was first seen, in any block including
+/// orphaned ones, and its block time: downtime or a reorg that re-mines a
+/// payment does not make a timely payment late.
+fn received_at(t: &SeenTransfer, all: &[SeenTransfer]) -> i64 {
+    let first_seen = all
+        .iter()
+        .filter(|o| o.index == t.index && o.txid == t.txid)
+        .map(|o| o.first_seen_ms)
+        .min()
+        .unwrap_or(t.first_seen_ms);
+    first_seen.min(t.block_time_ms)
+}

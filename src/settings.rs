@@ -1,0 +1,271 @@
+//! Configuration: built-in defaults, then the file, then `PAYWATCH__…`
+//! environment variables. Validated once at start; a bad value names its key.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+
+use paywatch_core::{Amount, Asset, Method, Network};
+use rust_decimal::Decimal;
+use serde::Deserialize;
+
+use crate::intents::{parse_rate, IntentPolicy};
+
+pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SettingsError {
+    #[error("configuration could not be read: {0}")]
+    Load(#[from] config::ConfigError),
+    #[error("configuration: {0}")]
+    Invalid(String),
+}
+
+#[derive(Clone, Deserialize)]
+pub struct DatabaseSettings {
+    pub url: String,
+}
+
+impl fmt::Debug for DatabaseSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DatabaseSettings")
+            .field("url", &crate::store::redact_url(&self.url))
+            .finish()
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct IntentSettings {
+    pub expiry_secs: i64,
+    pub topup_amounts_usd: Vec<String>,
+    #[serde(default)]
+    pub quote_decimals: BTreeMap<String, u32>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct HttpRateSettings {
+    pub url: String,
+    pub max_age_secs: i64,
+    pub refresh_secs: i64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct RateSettings {
+    pub source: String,
+    pub stablecoins_at_par: bool,
+    #[serde(default)]
+    pub fixed: BTreeMap<String, String>,
+    pub http: HttpRateSettings,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ReconcileSettings {
+    pub interval_ms: u64,
+    pub batch_size: i64,
+    #[serde(default)]
+    pub tolerance: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct NetworkSettings {
+    pub enabled: bool,
+    pub source: String,
+    pub confirmations: u64,
+    pub max_reorg_depth: usize,
+    pub poll_interval_ms: u64,
+    pub events_per_transaction: usize,
+    pub blocks_per_poll: usize,
+    /// First height to scan on a fresh database; the node's tip when unset.
+    pub start_height: Option<u64>,
+    #[serde(default)]
+    pub contracts: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct DevchainSettings {
+    pub block_secs: u64,
+    pub autopay: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Settings {
+    pub database: DatabaseSettings,
+    pub intents: IntentSettings,
+    pub rates: RateSettings,
+    pub reconcile: ReconcileSettings,
+    pub networks: BTreeMap<String, NetworkSettings>,
+    pub devchain: DevchainSettings,
+}
+
+impl Settings {
+    /// Defaults, then `file` if given, then the environment.
+    pub fn load(file: Option<&str>) -> Result<Settings, SettingsError> {
+        let mut builder = config::Config::builder().add_source(config::File::from_str(
+            DEFAULT_TOML,
+            config::FileFormat::Toml,
+        ));
+        if let Some(path) = file {
+            builder = builder.add_source(config::File::with_name(path).required(true));
+        }
+        builder = builder.add_source(
+            config::Environment::with_prefix("PAYWATCH")
+                .prefix_separator("__")
+                .separator("__"),
+        );
+        let settings: Settings = builder.build()?.try_deserialize()?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    fn validate(&self) -> Result<(), SettingsError> {
+        for name in self.networks.keys() {
+            name.parse::<Network>()
+                .map_err(|e| SettingsError::Invalid(format!("networks.{name}: {e}")))?;
+        }
+        for (name, n) in &self.networks {
+            if n.events_per_transaction == 0 || n.blocks_per_poll == 0 || n.confirmations == 0 {
+                return Err(SettingsError::Invalid(format!(
+                    "networks.{name}: confirmations, events_per_transaction and blocks_per_poll must be at least 1"
+                )));
+            }
+        }
+        if self.intents.expiry_secs <= 0 {
+            return Err(SettingsError::Invalid(
+                "intents.expiry_secs must be above 0".into(),
+            ));
+        }
+        self.intent_policy()?;
+        self.tolerances()?;
+        self.fixed_rates()?;
+        match self.rates.source.as_str() {
+            "fixed" => {}
+            "http" if !self.rates.http.url.is_empty() => {}
+            "http" => {
+                return Err(SettingsError::Invalid(
+                    "rates.http.url is required when rates.source = \"http\"".into(),
+                ))
+            }
+            other => {
+                return Err(SettingsError::Invalid(format!(
+                    "rates.source: '{other}' is not fixed or http"
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    pub fn network(&self, network: Network) -> Option<&NetworkSettings> {
+        self.networks.get(network.as_str())
+    }
+
+    pub fn enabled_networks(&self) -> Vec<Network> {
+        Network::ALL
+            .into_iter()
+            .filter(|n| self.network(*n).is_some_and(|s| s.enabled))
+            .collect()
+    }
+
+    /// The token contract of a method on its network: config first (dev
+    /// chains deploy their own), then the mainnet default.
+    pub fn contract(&self, method: Method) -> Option<String> {
+        let configured = self.network(method.network()).and_then(|n| {
+            n.contracts
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(method.asset().as_str()))
+                .map(|(_, v)| v.clone())
+        });
+        configured.or_else(|| method.default_contract().map(str::to_owned))
+    }
+
+    pub fn intent_policy(&self) -> Result<IntentPolicy, SettingsError> {
+        let mut topup_amounts_cents = Vec::new();
+        for (i, usd) in self.intents.topup_amounts_usd.iter().enumerate() {
+            let cents = Amount::parse_decimal(&format!("intents.topup_amounts_usd[{i}]"), usd, 2)
+                .map_err(|e| SettingsError::Invalid(e.to_string()))?;
+            topup_amounts_cents.push(
+                u64::try_from(cents.0)
+                    .map_err(|_| SettingsError::Invalid(format!("{usd} too large")))?,
+            );
+        }
+        let mut quote_decimals = HashMap::new();
+        for (key, places) in &self.intents.quote_decimals {
+            quote_decimals.insert(
+                parse_method_key(&format!("intents.quote_decimals.{key}"), key)?,
+                *places,
+            );
+        }
+        Ok(IntentPolicy {
+            enabled: self.enabled_networks().into_iter().collect::<HashSet<_>>(),
+            expiry_secs: self.intents.expiry_secs,
+            topup_amounts_cents,
+            quote_decimals,
+        })
+    }
+
+    pub fn tolerances(&self) -> Result<HashMap<Method, Amount>, SettingsError> {
+        let mut out = HashMap::new();
+        for (key, value) in &self.reconcile.tolerance {
+            let field = format!("reconcile.tolerance.{key}");
+            let method = parse_method_key(&field, key)?;
+            let amount = Amount::parse_decimal(&field, value, method.decimals())
+                .map_err(|e| SettingsError::Invalid(e.to_string()))?;
+            out.insert(method, amount);
+        }
+        Ok(out)
+    }
+
+    pub fn fixed_rates(&self) -> Result<HashMap<Asset, Decimal>, SettingsError> {
+        let mut out = HashMap::new();
+        for (key, value) in &self.rates.fixed {
+            let field = format!("rates.fixed.{key}");
+            let asset: Asset = key
+                .parse()
+                .map_err(|e| SettingsError::Invalid(format!("{field}: {e}")))?;
+            out.insert(
+                asset,
+                parse_rate(&field, value).map_err(SettingsError::Invalid)?,
+            );
+        }
+        Ok(out)
+    }
+}
+
+/// "ASSET:network", e.g. "USDT:tron".
+fn parse_method_key(field: &str, key: &str) -> Result<Method, SettingsError> {
+    let invalid = |why: String| SettingsError::Invalid(format!("{field}: {why}"));
+    let (asset, network) = key
+        .split_once(':')
+        .ok_or_else(|| invalid("expected ASSET:network, e.g. USDT:tron".into()))?;
+    let asset: Asset = asset.parse().map_err(|e| invalid(format!("{e}")))?;
+    let network: Network = network.parse().map_err(|e| invalid(format!("{e}")))?;
+    Method::new(asset, network).map_err(|e| invalid(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_load_and_name_the_embedded_sqlite_database() {
+        let s = Settings::load(None).unwrap();
+        assert!(s.database.url.starts_with("sqlite://"));
+        assert_eq!(
+            s.intent_policy().unwrap().topup_amounts_cents,
+            vec![10_000, 50_000, 200_000, 1_000_000]
+        );
+        assert_eq!(
+            s.contract(Method::new(Asset::Usdt, Network::Tron).unwrap())
+                .as_deref(),
+            Some("TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t")
+        );
+    }
+
+    #[test]
+    fn debug_output_hides_the_database_password() {
+        let d = DatabaseSettings {
+            url: "postgres://paywatch:hunter2@db/paywatch".into(),
+        };
+        let shown = format!("{d:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+    }
+}

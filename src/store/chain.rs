@@ -1,0 +1,369 @@
+use paywatch_core::{BlockRef, Network, Transfer};
+use sqlx::Row;
+
+use super::{placeholders, Store, StoreError, Tx};
+
+/// What applying one chain event did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApplyOutcome {
+    Applied,
+    /// Another worker applied this very event first; nothing was written.
+    AlreadyApplied,
+    /// The stored cursor is elsewhere: the caller's view of the chain is stale.
+    CursorMismatch {
+        stored: Option<String>,
+    },
+}
+
+/// A watcher's standing, as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainStatus {
+    pub network: Network,
+    pub cursor_height: Option<u64>,
+    pub cursor_hash: Option<String>,
+    pub tip_height: Option<u64>,
+    pub final_height: Option<u64>,
+    pub watcher_state: String,
+    pub last_error: Option<String>,
+    pub updated_at_ms: i64,
+}
+
+fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn to_u64(v: Option<i64>) -> Option<u64> {
+    v.and_then(|v| u64::try_from(v).ok())
+}
+
+impl Store {
+    pub async fn ensure_chain_state(
+        &self,
+        network: Network,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO chain_state (network, updated_at) VALUES ($1, $2) ON CONFLICT (network) DO NOTHING",
+        )
+        .bind(network.as_str())
+        .bind(now_ms)
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// The last `depth` connected blocks, ascending: the canonical stream's cursor.
+    pub async fn load_cursor(
+        &self,
+        network: Network,
+        depth: usize,
+    ) -> Result<Vec<BlockRef>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT height, hash, parent FROM blocks WHERE network = $1 AND orphaned_at IS NULL \
+             ORDER BY height DESC LIMIT $2",
+        )
+        .bind(network.as_str())
+        .bind(i64::try_from(depth).unwrap_or(i64::MAX))
+        .fetch_all(self.pool())
+        .await?;
+        let mut cursor = rows
+            .iter()
+            .map(|r| {
+                let height: i64 = r.try_get("height")?;
+                Ok(BlockRef {
+                    height: height as u64,
+                    hash: r.try_get("hash")?,
+                    parent: r.try_get("parent")?,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        cursor.reverse();
+        Ok(cursor)
+    }
+
+    pub(crate) async fn stored_cursor_hash(
+        &self,
+        tx: &mut Tx,
+        network: Network,
+    ) -> Result<Option<String>, StoreError> {
+        let sql = self.sql("SELECT cursor_hash FROM chain_state WHERE network = $1 FOR_UPDATE");
+        let row = sqlx::query(&sql)
+            .bind(network.as_str())
+            .fetch_optional(&mut **tx)
+            .await?;
+        match row {
+            Some(r) => Ok(r.try_get("cursor_hash")?),
+            None => Err(StoreError::Corrupt(format!(
+                "no chain_state row for {network}"
+            ))),
+        }
+    }
+
+    pub(crate) async fn is_block_orphaned(
+        &self,
+        tx: &mut Tx,
+        network: Network,
+        hash: &str,
+    ) -> Result<bool, StoreError> {
+        let row = sqlx::query("SELECT orphaned_at FROM blocks WHERE network = $1 AND hash = $2")
+            .bind(network.as_str())
+            .bind(hash)
+            .fetch_optional(&mut **tx)
+            .await?;
+        Ok(match row {
+            Some(r) => r.try_get::<Option<i64>, _>("orphaned_at")?.is_some(),
+            None => true,
+        })
+    }
+
+    pub(crate) async fn connect_block(
+        &self,
+        tx: &mut Tx,
+        network: Network,
+        block: &BlockRef,
+        timestamp_ms: i64,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO blocks (network, hash, height, parent, block_time, connected_at) VALUES ($1, $2, $3, $4, $5, $6) \
+             ON CONFLICT (network, hash) DO UPDATE SET orphaned_at = NULL, connected_at = $6",
+        )
+        .bind(network.as_str())
+        .bind(&block.hash)
+        .bind(to_i64(block.height))
+        .bind(&block.parent)
+        .bind(timestamp_ms)
+        .bind(now_ms)
+        .execute(&mut **tx)
+        .await?;
+        self.set_cursor(tx, network, Some((block.height, &block.hash)), now_ms)
+            .await
+    }
+
+    /// Inserts a connected block's transfers. The key (network, txid, index,
+    /// block hash) makes a replay a no-op, and a block that comes back after a
+    /// reorg revives its rows instead of duplicating them.
+    pub(crate) async fn insert_transfers(
+        &self,
+        tx: &mut Tx,
+        block: &BlockRef,
+        timestamp_ms: i64,
+        transfers: &[Transfer],
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        const PER_ROW: usize = 8;
+        for chunk in transfers.chunks(400) {
+            let values: Vec<String> = (0..chunk.len())
+                .map(|i| {
+                    let b = 5 + i * PER_ROW;
+                    format!(
+                        "(${}, ${}, ${}, ${}, $1, $2, $3, ${}, ${}, NUM(${}), ${}, $4)",
+                        b,
+                        b + 1,
+                        b + 2,
+                        b + 3,
+                        b + 4,
+                        b + 5,
+                        b + 6,
+                        b + 7
+                    )
+                })
+                .collect();
+            let sql = self.sql(&format!(
+                "INSERT INTO transfers (network, asset, txid, idx, block_hash, block_height, block_time, \
+                 to_address, from_address, amount, tx_status, first_seen_at) VALUES {} \
+                 ON CONFLICT (network, txid, idx, block_hash) DO UPDATE SET orphaned_at = NULL",
+                values.join(", ")
+            ));
+            let mut q = sqlx::query(&sql)
+                .bind(block.hash.as_str())
+                .bind(to_i64(block.height))
+                .bind(timestamp_ms)
+                .bind(now_ms);
+            for t in chunk {
+                q = q
+                    .bind(t.network.as_str())
+                    .bind(t.asset.code())
+                    .bind(t.txid.as_str())
+                    .bind(i64::from(t.index))
+                    .bind(t.network.normalize_address(&t.to).into_owned())
+                    .bind(t.from.clone())
+                    .bind(t.amount.to_string())
+                    .bind(if t.success { "success" } else { "failed" });
+            }
+            q.execute(&mut **tx).await?;
+        }
+        Ok(())
+    }
+
+    /// Orphans a disconnected block and its transfers; returns the addresses
+    /// whose intents must be looked at again.
+    pub(crate) async fn disconnect_block(
+        &self,
+        tx: &mut Tx,
+        network: Network,
+        block: &BlockRef,
+        now_ms: i64,
+    ) -> Result<Vec<String>, StoreError> {
+        sqlx::query("UPDATE blocks SET orphaned_at = $3 WHERE network = $1 AND hash = $2")
+            .bind(network.as_str())
+            .bind(&block.hash)
+            .bind(now_ms)
+            .execute(&mut **tx)
+            .await?;
+        let rows = sqlx::query(
+            "UPDATE transfers SET orphaned_at = $3 WHERE network = $1 AND block_hash = $2 AND orphaned_at IS NULL \
+             RETURNING to_address",
+        )
+        .bind(network.as_str())
+        .bind(&block.hash)
+        .bind(now_ms)
+        .fetch_all(&mut **tx)
+        .await?;
+        let top = sqlx::query(
+            "SELECT height, hash FROM blocks WHERE network = $1 AND orphaned_at IS NULL ORDER BY height DESC LIMIT 1",
+        )
+        .bind(network.as_str())
+        .fetch_optional(&mut **tx)
+        .await?;
+        let top = top
+            .map(|r| {
+                Ok::<_, StoreError>((
+                    r.try_get::<i64, _>("height")? as u64,
+                    r.try_get::<String, _>("hash")?,
+                ))
+            })
+            .transpose()?;
+        self.set_cursor(
+            tx,
+            network,
+            top.as_ref().map(|(h, s)| (*h, s.as_str())),
+            now_ms,
+        )
+        .await?;
+        rows.iter().map(|r| Ok(r.try_get("to_address")?)).collect()
+    }
+
+    async fn set_cursor(
+        &self,
+        tx: &mut Tx,
+        network: Network,
+        at: Option<(u64, &str)>,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        sqlx::query("UPDATE chain_state SET cursor_height = $2, cursor_hash = $3, updated_at = $4 WHERE network = $1")
+            .bind(network.as_str())
+            .bind(at.map(|(h, _)| to_i64(h)))
+            .bind(at.map(|(_, hash)| hash.to_owned()))
+            .bind(now_ms)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
+    /// Marks the intents at these addresses for another look by reconcile.
+    pub(crate) async fn touch_intents(
+        &self,
+        tx: &mut Tx,
+        network: Network,
+        addresses: &[String],
+    ) -> Result<(), StoreError> {
+        let mut unique: Vec<&str> = addresses.iter().map(String::as_str).collect();
+        unique.sort_unstable();
+        unique.dedup();
+        for chunk in unique.chunks(500) {
+            let sql = format!(
+                "UPDATE intents SET change_seq = change_seq + 1 WHERE network = $1 AND address IN ({})",
+                placeholders(2, chunk.len())
+            );
+            let mut q = sqlx::query(&sql).bind(network.as_str());
+            for a in chunk {
+                q = q.bind(*a);
+            }
+            q.execute(&mut **tx).await?;
+        }
+        Ok(())
+    }
+
+    /// Records the node's tip and final height. When finality moves, the
+    /// intents waiting on it are marked for reconcile.
+    pub async fn record_chain_progress(
+        &self,
+        network: Network,
+        tip_height: u64,
+        final_height: u64,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.begin().await?;
+        let sql = self.sql("SELECT final_height FROM chain_state WHERE network = $1 FOR_UPDATE");
+        let previous: Option<i64> = sqlx::query(&sql)
+            .bind(network.as_str())
+            .fetch_optional(&mut *tx)
+            .await?
+            .map(|r| r.try_get("final_height"))
+            .transpose()?
+            .flatten();
+        sqlx::query(
+            "UPDATE chain_state SET tip_height = $2, final_height = $3, watcher_state = 'running', \
+             last_error = NULL, updated_at = $4 WHERE network = $1",
+        )
+        .bind(network.as_str())
+        .bind(to_i64(tip_height))
+        .bind(to_i64(final_height))
+        .bind(now_ms)
+        .execute(&mut *tx)
+        .await?;
+        if previous != Some(to_i64(final_height)) {
+            sqlx::query(
+                "UPDATE intents SET change_seq = change_seq + 1 \
+                 WHERE network = $1 AND status IN ('confirming', 'needs_review', 'paid')",
+            )
+            .bind(network.as_str())
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Records that a watcher is degraded or halted, and why.
+    pub async fn record_watcher_trouble(
+        &self,
+        network: Network,
+        state: &str,
+        error: &str,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        sqlx::query("UPDATE chain_state SET watcher_state = $2, last_error = $3, updated_at = $4 WHERE network = $1")
+            .bind(network.as_str())
+            .bind(state)
+            .bind(error)
+            .bind(now_ms)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
+    pub async fn chain_status(&self, network: Network) -> Result<Option<ChainStatus>, StoreError> {
+        let row = sqlx::query(
+            "SELECT cursor_height, cursor_hash, tip_height, final_height, watcher_state, last_error, updated_at \
+             FROM chain_state WHERE network = $1",
+        )
+        .bind(network.as_str())
+        .fetch_optional(self.pool())
+        .await?;
+        row.map(|r| {
+            Ok(ChainStatus {
+                network,
+                cursor_height: to_u64(r.try_get("cursor_height")?),
+                cursor_hash: r.try_get("cursor_hash")?,
+                tip_height: to_u64(r.try_get("tip_height")?),
+                final_height: to_u64(r.try_get("final_height")?),
+                watcher_state: r.try_get("watcher_state")?,
+                last_error: r.try_get("last_error")?,
+                updated_at_ms: r.try_get("updated_at")?,
+            })
+        })
+        .transpose()
+    }
+}

@@ -1,0 +1,97 @@
+use super::StoreError;
+
+/// Where PostgreSQL and SQLite differ, in one place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Postgres,
+    Sqlite,
+}
+
+impl Dialect {
+    pub(crate) fn from_url(url: &str) -> Result<Dialect, StoreError> {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Ok(Dialect::Postgres)
+        } else if url.starts_with("sqlite:") {
+            Ok(Dialect::Sqlite)
+        } else {
+            Err(StoreError::UnsupportedUrl(redact_url(url)))
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dialect::Postgres => "postgres",
+            Dialect::Sqlite => "sqlite",
+        }
+    }
+
+    /// Expands the dialect markers in a query:
+    /// - `NUM($n)`: a base-unit amount parameter, bound as text; NUMERIC on
+    ///   PostgreSQL, kept as TEXT on SQLite (whose numbers stop at 2^63).
+    /// - `FOR_UPDATE` / `SKIP_LOCKED`: row locks on PostgreSQL; SQLite has one
+    ///   writer at a time and needs none.
+    pub(crate) fn sql(self, template: &str) -> String {
+        let mut out = String::with_capacity(template.len() + 32);
+        let mut rest = template;
+        while let Some(pos) = rest.find("NUM(") {
+            out.push_str(&rest[..pos]);
+            let after = &rest[pos + 4..];
+            let end = after.find(')').expect("NUM( is closed");
+            match self {
+                Dialect::Postgres => {
+                    out.push_str("CAST(");
+                    out.push_str(&after[..end]);
+                    out.push_str(" AS NUMERIC)");
+                }
+                Dialect::Sqlite => out.push_str(&after[..end]),
+            }
+            rest = &after[end + 1..];
+        }
+        out.push_str(rest);
+        match self {
+            Dialect::Postgres => out
+                .replace("SKIP_LOCKED", "FOR UPDATE SKIP LOCKED")
+                .replace("FOR_UPDATE", "FOR UPDATE"),
+            Dialect::Sqlite => out.replace("SKIP_LOCKED", "").replace("FOR_UPDATE", ""),
+        }
+    }
+}
+
+/// A database URL fit for logs and error messages: no password.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            let creds = &url[scheme_end + 3..at];
+            let user = creds.split(':').next().unwrap_or("");
+            format!("{}://{}:***@{}", &url[..scheme_end], user, &url[at + 1..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expands_markers_per_dialect() {
+        let t = "INSERT INTO t (a) VALUES (NUM($1)) ; SELECT 1 FOR_UPDATE";
+        assert_eq!(
+            Dialect::Postgres.sql(t),
+            "INSERT INTO t (a) VALUES (CAST($1 AS NUMERIC)) ; SELECT 1 FOR UPDATE"
+        );
+        assert_eq!(
+            Dialect::Sqlite.sql(t),
+            "INSERT INTO t (a) VALUES ($1) ; SELECT 1 "
+        );
+    }
+
+    #[test]
+    fn redacts_passwords() {
+        assert_eq!(
+            redact_url("postgres://u:secret@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
+        assert_eq!(redact_url("sqlite://x.db"), "sqlite://x.db");
+    }
+}

@@ -1,0 +1,22 @@
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    #[error("database error: {0}")]
+    Db(#[from] sqlx::Error),
+    #[error("migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("unsupported database url '{0}': use postgres://… or sqlite://…")]
+    UnsupportedUrl(String),
+    #[error("stored data is inconsistent: {0}")]
+    Corrupt(String),
+}
+
+impl StoreError {
+    /// A unique-constraint violation: somebody else already wrote this fact.
+    pub fn is_unique_violation(&self) -> bool {
+        match self {
+            StoreError::Db(sqlx::Error::Database(e)) => e.is_unique_violation(),
+            _ => false,
+        }
+    }
+}

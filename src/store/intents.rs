@@ -1,0 +1,313 @@
+use paywatch_core::{Amount, Asset, Method, Network};
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+use super::{amount_col, Store, StoreError, Tx};
+use crate::reconcile::{Exception, Status};
+use crate::IntentKind;
+
+/// An intent as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IntentRecord {
+    pub id: i64,
+    pub kind: IntentKind,
+    pub reference: String,
+    pub account: String,
+    pub method: Method,
+    pub address: String,
+    pub amount_due: Amount,
+    pub usd_cents: i64,
+    pub rate_usd: String,
+    pub rate_source: String,
+    pub rate_at_ms: i64,
+    pub created_at_ms: i64,
+    pub expires_at_ms: i64,
+    pub status: Status,
+    pub exception: Option<Exception>,
+    pub reason: Option<String>,
+    pub amount_final: Amount,
+    pub amount_pending: Amount,
+    pub amount_excess: Amount,
+    pub paid_at_ms: Option<i64>,
+    pub reversed_at_ms: Option<i64>,
+    pub declared_paid_at_ms: Option<i64>,
+}
+
+/// What intent creation writes.
+#[derive(Debug, Clone)]
+pub struct NewIntentRow<'a> {
+    pub kind: IntentKind,
+    pub reference: &'a str,
+    pub account: &'a str,
+    pub method: Method,
+    pub address: &'a str,
+    pub amount_due: Amount,
+    pub usd_cents: i64,
+    pub rate_usd: &'a str,
+    pub rate_source: &'a str,
+    pub rate_at_ms: i64,
+    pub created_at_ms: i64,
+    pub expires_at_ms: i64,
+}
+
+/// One line of an intent's history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IntentEvent {
+    pub at_ms: i64,
+    pub kind: String,
+    pub status: Option<String>,
+    pub exception: Option<String>,
+    pub detail: Option<String>,
+}
+
+pub(crate) const INTENT_COLUMNS: &str = "id, kind, reference, account, asset, network, address, \
+    CAST(amount_due AS TEXT) AS amount_due, usd_cents, rate_usd, rate_source, rate_at, created_at, \
+    expires_at, status, exception, reason, CAST(amount_final AS TEXT) AS amount_final, \
+    CAST(amount_pending AS TEXT) AS amount_pending, CAST(amount_excess AS TEXT) AS amount_excess, \
+    paid_at, reversed_at, declared_paid_at, change_seq";
+
+pub(crate) fn intent_from_row(row: &AnyRow) -> Result<IntentRecord, StoreError> {
+    let corrupt = |what: String| StoreError::Corrupt(what);
+    let asset: String = row.try_get("asset")?;
+    let network: String = row.try_get("network")?;
+    let asset: Asset = asset
+        .parse()
+        .map_err(|e| corrupt(format!("intent asset: {e}")))?;
+    let network: Network = network
+        .parse()
+        .map_err(|e| corrupt(format!("intent network: {e}")))?;
+    let kind: String = row.try_get("kind")?;
+    let status: String = row.try_get("status")?;
+    let exception: Option<String> = row.try_get("exception")?;
+    Ok(IntentRecord {
+        id: row.try_get("id")?,
+        kind: kind
+            .parse()
+            .map_err(|e| corrupt(format!("intent kind: {e}")))?,
+        reference: row.try_get("reference")?,
+        account: row.try_get("account")?,
+        method: Method::new(asset, network).map_err(|e| corrupt(e.to_string()))?,
+        address: row.try_get("address")?,
+        amount_due: Amount(amount_col(row, "amount_due")?),
+        usd_cents: row.try_get("usd_cents")?,
+        rate_usd: row.try_get("rate_usd")?,
+        rate_source: row.try_get("rate_source")?,
+        rate_at_ms: row.try_get("rate_at")?,
+        created_at_ms: row.try_get("created_at")?,
+        expires_at_ms: row.try_get("expires_at")?,
+        status: status
+            .parse()
+            .map_err(|e| corrupt(format!("intent status: {e}")))?,
+        exception: exception
+            .map(|e| e.parse())
+            .transpose()
+            .map_err(|e| corrupt(format!("intent exception: {e}")))?,
+        reason: row.try_get("reason")?,
+        amount_final: Amount(amount_col(row, "amount_final")?),
+        amount_pending: Amount(amount_col(row, "amount_pending")?),
+        amount_excess: Amount(amount_col(row, "amount_excess")?),
+        paid_at_ms: row.try_get("paid_at")?,
+        reversed_at_ms: row.try_get("reversed_at")?,
+        declared_paid_at_ms: row.try_get("declared_paid_at")?,
+    })
+}
+
+impl Store {
+    pub(crate) async fn insert_intent(
+        &self,
+        tx: &mut Tx,
+        new: &NewIntentRow<'_>,
+    ) -> Result<i64, StoreError> {
+        let sql = self.sql(
+            "INSERT INTO intents (kind, reference, account, asset, network, address, decimals, amount_due, \
+             usd_cents, rate_usd, rate_source, rate_at, created_at, expires_at, status, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, NUM($8), $9, $10, $11, $12, $13, $14, 'awaiting_payment', $13) \
+             RETURNING id",
+        );
+        let row = sqlx::query(&sql)
+            .bind(new.kind.as_str())
+            .bind(new.reference)
+            .bind(new.account)
+            .bind(new.method.asset().as_str())
+            .bind(new.method.network().as_str())
+            .bind(new.address)
+            .bind(i64::from(new.method.decimals()))
+            .bind(new.amount_due.to_string())
+            .bind(new.usd_cents)
+            .bind(new.rate_usd)
+            .bind(new.rate_source)
+            .bind(new.rate_at_ms)
+            .bind(new.created_at_ms)
+            .bind(new.expires_at_ms)
+            .fetch_one(&mut **tx)
+            .await?;
+        let id: i64 = row.try_get("id")?;
+        self.insert_intent_event(
+            tx,
+            id,
+            new.created_at_ms,
+            "created",
+            Some(Status::AwaitingPayment),
+            None,
+            None,
+        )
+        .await?;
+        Ok(id)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn insert_intent_event(
+        &self,
+        tx: &mut Tx,
+        intent_id: i64,
+        at_ms: i64,
+        kind: &str,
+        status: Option<Status>,
+        exception: Option<Exception>,
+        detail: Option<&str>,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO intent_events (intent_id, at, kind, status, exception, detail) VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(intent_id)
+        .bind(at_ms)
+        .bind(kind)
+        .bind(status.map(|s| s.as_str()))
+        .bind(exception.map(|e| e.as_str()))
+        .bind(detail)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    pub async fn intent(&self, id: i64) -> Result<Option<IntentRecord>, StoreError> {
+        let sql = format!("SELECT {INTENT_COLUMNS} FROM intents WHERE id = $1");
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .fetch_optional(self.pool())
+            .await?;
+        row.as_ref().map(intent_from_row).transpose()
+    }
+
+    /// Every intent of a reference, oldest first.
+    pub async fn intents_for_reference(
+        &self,
+        kind: IntentKind,
+        reference: &str,
+    ) -> Result<Vec<IntentRecord>, StoreError> {
+        let sql = format!(
+            "SELECT {INTENT_COLUMNS} FROM intents WHERE kind = $1 AND reference = $2 ORDER BY id"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(kind.as_str())
+            .bind(reference)
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(intent_from_row).collect()
+    }
+
+    /// The intent that paid a reference, if one did.
+    pub async fn settled_intent(
+        &self,
+        kind: IntentKind,
+        reference: &str,
+    ) -> Result<Option<i64>, StoreError> {
+        let row =
+            sqlx::query("SELECT intent_id FROM settlements WHERE kind = $1 AND reference = $2")
+                .bind(kind.as_str())
+                .bind(reference)
+                .fetch_optional(self.pool())
+                .await?;
+        row.map(|r| Ok(r.try_get("intent_id")?)).transpose()
+    }
+
+    pub async fn intent_events(&self, intent_id: i64) -> Result<Vec<IntentEvent>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT at, kind, status, exception, detail FROM intent_events WHERE intent_id = $1 ORDER BY id",
+        )
+        .bind(intent_id)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(IntentEvent {
+                    at_ms: r.try_get("at")?,
+                    kind: r.try_get("kind")?,
+                    status: r.try_get("status")?,
+                    exception: r.try_get("exception")?,
+                    detail: r.try_get("detail")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Records a customer's "I have paid". It changes no status: only the
+    /// chain can prove a payment.
+    pub async fn declare_paid(
+        &self,
+        intent_id: i64,
+        note: Option<&str>,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.begin().await?;
+        let updated = sqlx::query(
+            "UPDATE intents SET declared_paid_at = COALESCE(declared_paid_at, $2) WHERE id = $1",
+        )
+        .bind(intent_id)
+        .bind(now_ms)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if updated == 0 {
+            return Ok(false);
+        }
+        sqlx::query(
+            "INSERT INTO payment_declarations (intent_id, declared_at, note) VALUES ($1, $2, $3)",
+        )
+        .bind(intent_id)
+        .bind(now_ms)
+        .bind(note)
+        .execute(&mut *tx)
+        .await?;
+        self.insert_intent_event(
+            &mut tx,
+            intent_id,
+            now_ms,
+            "declared_paid",
+            None,
+            None,
+            note,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// Available USD balance of an account, in cents: posted entries only.
+    pub async fn balance_cents(&self, account: &str) -> Result<i64, StoreError> {
+        let row =
+            sqlx::query("SELECT available_usd_cents FROM paywatch_balances WHERE account = $1")
+                .bind(account)
+                .fetch_optional(self.pool())
+                .await?;
+        Ok(row
+            .map(|r| r.try_get::<i64, _>("available_usd_cents"))
+            .transpose()?
+            .unwrap_or(0))
+    }
+}
+
+impl Store {
+    /// Intents on `network` still awaiting payment.
+    pub async fn open_intents(
+        &self,
+        network: paywatch_core::Network,
+    ) -> Result<Vec<IntentRecord>, StoreError> {
+        let sql = format!("SELECT {INTENT_COLUMNS} FROM intents WHERE network = $1 AND status = 'awaiting_payment' ORDER BY id");
+        let rows = sqlx::query(&sql)
+            .bind(network.as_str())
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(intent_from_row).collect()
+    }
+}

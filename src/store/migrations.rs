@@ -1,0 +1,70 @@
+use std::borrow::Cow;
+use std::future::Future;
+use std::pin::Pin;
+
+use sqlx::error::BoxDynError;
+use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
+use sqlx::AnyPool;
+
+use super::{Dialect, StoreError};
+
+type Embedded = &'static [(i64, &'static str, &'static str)];
+
+const POSTGRES: Embedded = &[
+    (
+        1,
+        "core",
+        include_str!("../../migrations/postgres/0001_core.sql"),
+    ),
+    (
+        2,
+        "storefront views",
+        include_str!("../../migrations/postgres/0002_storefront_views.sql"),
+    ),
+];
+const SQLITE: Embedded = &[
+    (
+        1,
+        "core",
+        include_str!("../../migrations/sqlite/0001_core.sql"),
+    ),
+    (
+        2,
+        "storefront views",
+        include_str!("../../migrations/sqlite/0002_storefront_views.sql"),
+    ),
+];
+
+/// Migrations compiled into the binary, so `paywatch` runs from any directory.
+#[derive(Debug)]
+struct EmbeddedMigrations(Embedded);
+
+impl MigrationSource<'static> for EmbeddedMigrations {
+    fn resolve(self) -> Pin<Box<dyn Future<Output = Result<Vec<Migration>, BoxDynError>> + Send>> {
+        Box::pin(async move {
+            Ok(self
+                .0
+                .iter()
+                .map(|(version, description, sql)| {
+                    Migration::new(
+                        *version,
+                        Cow::Borrowed(description),
+                        MigrationType::Simple,
+                        Cow::Borrowed(sql),
+                        false,
+                    )
+                })
+                .collect())
+        })
+    }
+}
+
+pub(super) async fn run(pool: &AnyPool, dialect: Dialect) -> Result<(), StoreError> {
+    let set = match dialect {
+        Dialect::Postgres => POSTGRES,
+        Dialect::Sqlite => SQLITE,
+    };
+    let migrator = Migrator::new(EmbeddedMigrations(set)).await?;
+    migrator.run(pool).await?;
+    Ok(())
+}

@@ -1,0 +1,146 @@
+//! The database: PostgreSQL in production (shared with the storefront) and
+//! SQLite embedded. One implementation serves both through sqlx's `Any`
+//! driver; the few places where the dialects differ are spelled out in
+//! [`Dialect`], so the same queries, and the same story tests, run on both.
+
+mod addresses;
+mod chain;
+mod dialect;
+mod error;
+mod intents;
+mod migrations;
+mod reconcile;
+mod transfers;
+
+use std::time::Duration;
+
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::{AnyPool, Executor, Row, Transaction};
+
+pub use addresses::ImportReport;
+pub use chain::{ApplyOutcome, ChainStatus};
+pub use dialect::{redact_url, Dialect};
+pub use error::StoreError;
+pub use intents::{IntentEvent, IntentRecord, NewIntentRow};
+pub(crate) use reconcile::{ReconcileWrite, SettleOutcome};
+pub use transfers::TransferRecord;
+
+pub(crate) type Tx = Transaction<'static, sqlx::Any>;
+
+/// A handle on the shared database. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: AnyPool,
+    dialect: Dialect,
+}
+
+impl Store {
+    /// Connects to `url` (`postgres://…` or `sqlite://…`). SQLite files are
+    /// created when missing.
+    pub async fn connect(url: &str) -> Result<Store, StoreError> {
+        sqlx::any::install_default_drivers();
+        let dialect = Dialect::from_url(url)?;
+        let options = AnyPoolOptions::new().acquire_timeout(Duration::from_secs(30));
+        let pool = match dialect {
+            Dialect::Postgres => options.max_connections(10).connect(url).await?,
+            Dialect::Sqlite => {
+                options
+                    // SQLite has one writer; several connections would only
+                    // trade waiting for SQLITE_BUSY.
+                    .max_connections(1)
+                    .after_connect(|conn, _| {
+                        Box::pin(async move {
+                            // FULL: an issued address must survive a power cut,
+                            // or it could be issued again.
+                            conn.execute(
+                                "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
+                                 PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 10000;",
+                            )
+                            .await?;
+                            Ok(())
+                        })
+                    })
+                    .connect(&sqlite_url_creating_file(url))
+                    .await?
+            }
+        };
+        Ok(Store { pool, dialect })
+    }
+
+    /// Applies every migration not yet applied. Safe to call at each start.
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        migrations::run(&self.pool, self.dialect).await
+    }
+
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// A write transaction. SQLite takes the write lock up front so two
+    /// writers queue instead of failing half-way with SQLITE_BUSY.
+    pub(crate) async fn begin(&self) -> Result<Tx, StoreError> {
+        Ok(match self.dialect {
+            Dialect::Postgres => self.pool.begin().await?,
+            Dialect::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
+        })
+    }
+
+    pub(crate) fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    pub(crate) fn sql(&self, template: &str) -> String {
+        self.dialect.sql(template)
+    }
+}
+
+fn sqlite_url_creating_file(url: &str) -> String {
+    if url.contains("mode=") || url.contains(":memory:") {
+        url.to_owned()
+    } else if url.contains('?') {
+        format!("{url}&mode=rwc")
+    } else {
+        format!("{url}?mode=rwc")
+    }
+}
+
+/// Reads a base-unit amount column that the query cast to TEXT.
+pub(crate) fn amount_col(row: &AnyRow, col: &str) -> Result<u128, StoreError> {
+    let text: String = row.try_get(col)?;
+    text.parse::<u128>().map_err(|_| {
+        StoreError::Corrupt(format!(
+            "column {col} holds '{text}', not a base-unit integer"
+        ))
+    })
+}
+
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// `$first, $first+1, …` for `count` placeholders, for IN lists.
+pub(crate) fn placeholders(first: usize, count: usize) -> String {
+    (first..first + count)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl Store {
+    /// Runs one statement outside any transaction (tests and admin tasks).
+    pub async fn execute_raw(&self, sql: &str) -> Result<u64, StoreError> {
+        Ok(sqlx::query(sql).execute(&self.pool).await?.rows_affected())
+    }
+
+    /// The first column of the first row, as an integer: `SELECT COUNT(*) …`.
+    pub async fn count_raw(&self, sql: &str) -> Result<i64, StoreError> {
+        let row = sqlx::query(sql).fetch_one(&self.pool).await?;
+        Ok(row.try_get(0)?)
+    }
+}

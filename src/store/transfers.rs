@@ -1,0 +1,126 @@
+use paywatch_core::{Amount, AssetId, Network};
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+use super::{amount_col, placeholders, Store, StoreError, Tx};
+use crate::reconcile::SeenTransfer;
+
+/// A transfer as recorded by ingest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransferRecord {
+    pub id: i64,
+    pub network: Network,
+    pub asset: AssetId,
+    pub txid: String,
+    pub index: u32,
+    pub block_hash: String,
+    pub block_height: u64,
+    pub block_time_ms: i64,
+    pub to: String,
+    pub from: Option<String>,
+    pub amount: Amount,
+    pub success: bool,
+    pub first_seen_ms: i64,
+    pub orphaned_at_ms: Option<i64>,
+}
+
+impl TransferRecord {
+    pub(crate) fn seen(&self) -> SeenTransfer {
+        SeenTransfer {
+            network: self.network,
+            asset: self.asset.clone(),
+            txid: self.txid.clone(),
+            index: self.index,
+            amount: self.amount,
+            success: self.success,
+            block_height: self.block_height,
+            block_time_ms: self.block_time_ms,
+            first_seen_ms: self.first_seen_ms,
+            orphaned: self.orphaned_at_ms.is_some(),
+        }
+    }
+}
+
+const TRANSFER_COLUMNS: &str =
+    "id, network, asset, txid, idx, block_hash, block_height, block_time, to_address, \
+    from_address, CAST(amount AS TEXT) AS amount, tx_status, first_seen_at, orphaned_at";
+
+fn transfer_from_row(r: &AnyRow) -> Result<TransferRecord, StoreError> {
+    let network: String = r.try_get("network")?;
+    let asset: String = r.try_get("asset")?;
+    let idx: i64 = r.try_get("idx")?;
+    let height: i64 = r.try_get("block_height")?;
+    let status: String = r.try_get("tx_status")?;
+    Ok(TransferRecord {
+        id: r.try_get("id")?,
+        network: network
+            .parse()
+            .map_err(|e| StoreError::Corrupt(format!("transfer network: {e}")))?,
+        asset: AssetId::from_code(&asset),
+        txid: r.try_get("txid")?,
+        index: u32::try_from(idx)
+            .map_err(|_| StoreError::Corrupt(format!("transfer index {idx}")))?,
+        block_hash: r.try_get("block_hash")?,
+        block_height: u64::try_from(height)
+            .map_err(|_| StoreError::Corrupt(format!("block height {height}")))?,
+        block_time_ms: r.try_get("block_time")?,
+        to: r.try_get("to_address")?,
+        from: r.try_get("from_address")?,
+        amount: Amount(amount_col(r, "amount")?),
+        success: status == "success",
+        first_seen_ms: r.try_get("first_seen_at")?,
+        orphaned_at_ms: r.try_get("orphaned_at")?,
+    })
+}
+
+impl Store {
+    /// Recorded transfers, newest first, optionally for one network or address.
+    pub async fn transfers(
+        &self,
+        network: Option<Network>,
+        address: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<TransferRecord>, StoreError> {
+        let address = match (network, address) {
+            (Some(n), Some(a)) => Some(n.normalize_address(a).into_owned()),
+            (None, Some(a)) => Some(a.to_owned()),
+            _ => None,
+        };
+        let sql = format!(
+            "SELECT {TRANSFER_COLUMNS} FROM transfers \
+             WHERE ($1 IS NULL OR network = $1) AND ($2 IS NULL OR to_address = $2) \
+             ORDER BY id DESC LIMIT $3"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(network.map(|n| n.as_str()))
+            .bind(address)
+            .bind(limit)
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(transfer_from_row).collect()
+    }
+
+    /// Every transfer ever recorded to these addresses, orphaned ones included.
+    pub(crate) async fn transfers_to(
+        &self,
+        tx: &mut Tx,
+        network: Network,
+        addresses: &[&str],
+    ) -> Result<Vec<TransferRecord>, StoreError> {
+        let mut out = Vec::new();
+        for chunk in addresses.chunks(500) {
+            let sql = format!(
+                "SELECT {TRANSFER_COLUMNS} FROM transfers WHERE network = $1 AND to_address IN ({})",
+                placeholders(2, chunk.len())
+            );
+            let mut q = sqlx::query(&sql).bind(network.as_str());
+            for a in chunk {
+                q = q.bind(*a);
+            }
+            for r in q.fetch_all(&mut **tx).await? {
+                out.push(transfer_from_row(&r)?);
+            }
+        }
+        Ok(out)
+    }
+}

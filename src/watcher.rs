@@ -1,0 +1,275 @@
+//! One task per network: canonical stream → ingest, with the one backoff
+//! loop for every chain. Reorg handling is the stream's; this only applies
+//! what it emits and reports health.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use paywatch_core::{BlockSource, CanonicalStream, ChainEvent, Network, StreamError, WatchSet};
+use tokio::sync::{watch, Notify};
+use tracing::{error, info, warn, Instrument};
+
+use crate::clock::Clock;
+use crate::ingest::{Ingest, IngestError};
+use crate::store::{ApplyOutcome, Store, StoreError};
+
+#[derive(Debug, Clone)]
+pub struct WatcherConfig {
+    pub network: Network,
+    pub start_height: Option<u64>,
+    pub max_reorg_depth: usize,
+    pub poll_interval: Duration,
+    pub events_per_transaction: usize,
+    pub blocks_per_poll: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WatcherError {
+    #[error("{network} watcher halted: {source}")]
+    Halted {
+        network: Network,
+        source: StreamError,
+    },
+}
+
+/// Everything a watcher shares with the rest of the daemon.
+#[derive(Debug, Clone)]
+pub struct WatcherDeps {
+    pub store: Store,
+    pub ingest: Ingest,
+    pub watch: Arc<WatchSet>,
+    pub clock: Arc<dyn Clock>,
+    /// Woken after every write, so reconcile runs promptly.
+    pub progress: Arc<Notify>,
+}
+
+/// Issued addresses are re-read with this overlap, so an address committed
+/// late by a concurrent transaction is still picked up.
+const WATCH_REFRESH_OVERLAP_MS: i64 = 5 * 60 * 1000;
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+pub async fn run<S: BlockSource>(
+    cfg: WatcherConfig,
+    source: S,
+    deps: WatcherDeps,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(), WatcherError> {
+    let span = tracing::info_span!("watcher", network = %cfg.network);
+    async move {
+        let mut watcher = Watcher { cfg, deps, refreshed_at: None, backoff: Duration::ZERO };
+        let mut stream: Option<CanonicalStream<S>> = None;
+        let mut source = Some(source);
+        loop {
+            if *shutdown.borrow() {
+                info!("watcher stopped");
+                return Ok(());
+            }
+            let wait = match watcher.step(&mut stream, &mut source).await {
+                Ok(Step::Busy) => Duration::ZERO,
+                Ok(Step::Idle) => watcher.cfg.poll_interval,
+                Err(Trouble::Transient(why)) => {
+                    watcher.backoff = (watcher.backoff * 2).clamp(Duration::from_millis(250), MAX_BACKOFF);
+                    warn!(error = %why, retry_in_ms = watcher.backoff.as_millis() as u64, "watcher degraded");
+                    let _ = watcher.deps.store.record_watcher_trouble(watcher.cfg.network, "degraded", &why, watcher.now()).await;
+                    watcher.backoff
+                }
+                Err(Trouble::Halt(e)) => {
+                    error!(alert = "deep_reorg", error = %e, "watcher halted; an operator must inspect the chain");
+                    let _ = watcher.deps.store.record_watcher_trouble(watcher.cfg.network, "halted", &e.to_string(), watcher.now()).await;
+                    return Err(WatcherError::Halted { network: watcher.cfg.network, source: e });
+                }
+            };
+            if !wait.is_zero() {
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = shutdown.changed() => {}
+                }
+            }
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+enum Step {
+    Busy,
+    Idle,
+}
+
+enum Trouble {
+    Transient(String),
+    Halt(StreamError),
+}
+
+impl From<StoreError> for Trouble {
+    fn from(e: StoreError) -> Self {
+        Trouble::Transient(format!("database: {e}"))
+    }
+}
+
+impl From<IngestError> for Trouble {
+    fn from(e: IngestError) -> Self {
+        Trouble::Transient(format!("ingest: {e}"))
+    }
+}
+
+struct Watcher {
+    cfg: WatcherConfig,
+    deps: WatcherDeps,
+    refreshed_at: Option<i64>,
+    backoff: Duration,
+}
+
+impl Watcher {
+    fn now(&self) -> i64 {
+        self.deps.clock.now_ms()
+    }
+
+    async fn step<S: BlockSource>(
+        &mut self,
+        stream: &mut Option<CanonicalStream<S>>,
+        source: &mut Option<S>,
+    ) -> Result<Step, Trouble> {
+        let network = self.cfg.network;
+        if stream.is_none() {
+            let src = source
+                .take()
+                .expect("the source lives in the stream once built");
+            match self.open_stream(src).await {
+                Ok(s) => *stream = Some(s),
+                Err((src, trouble)) => {
+                    *source = Some(src);
+                    return Err(trouble);
+                }
+            }
+        }
+        let s = stream.as_mut().expect("built above");
+        self.refresh_watch_set().await?;
+
+        let events = match s.next_batch(self.cfg.blocks_per_poll).await {
+            Ok(events) => events,
+            Err(e) if e.is_transient() => return Err(Trouble::Transient(e.to_string())),
+            Err(e) => return Err(Trouble::Halt(e)),
+        };
+        let disconnects = events
+            .iter()
+            .filter(|e| matches!(e, ChainEvent::Disconnected { .. }))
+            .count();
+        if disconnects > 0 {
+            warn!(
+                alert = "reorg",
+                depth = disconnects,
+                "chain reorganised; orphaning disconnected blocks"
+            );
+        }
+        for chunk in events.chunks(self.cfg.events_per_transaction) {
+            if let ApplyOutcome::CursorMismatch { stored } =
+                self.deps.ingest.apply(network, chunk).await?
+            {
+                warn!(stored = ?stored, "the stored cursor moved under this watcher; reloading it");
+                let cursor = self
+                    .deps
+                    .store
+                    .load_cursor(network, self.cfg.max_reorg_depth + 1)
+                    .await?;
+                s.reset_cursor(cursor);
+                return Ok(Step::Busy);
+            }
+            self.deps.progress.notify_one();
+        }
+        let final_height = s
+            .source()
+            .final_height()
+            .await
+            .map_err(|e| Trouble::Transient(e.to_string()))?;
+        let tip = s.last_tip().map_or(0, |t| t.height);
+        self.deps
+            .store
+            .record_chain_progress(network, tip, final_height, self.now())
+            .await?;
+        self.deps.progress.notify_one();
+        if self.backoff > Duration::ZERO {
+            info!("watcher recovered");
+            self.backoff = Duration::ZERO;
+        }
+        let cursor = s.cursor_tip().map_or(0, |c| c.height);
+        if events.is_empty() {
+            tracing::debug!(
+                tip,
+                cursor,
+                lag = tip.saturating_sub(cursor),
+                final_height,
+                "caught up"
+            );
+            Ok(Step::Idle)
+        } else {
+            info!(
+                tip,
+                cursor,
+                lag = tip.saturating_sub(cursor),
+                final_height,
+                events = events.len(),
+                "applied"
+            );
+            Ok(Step::Busy)
+        }
+    }
+
+    async fn open_stream<S: BlockSource>(
+        &mut self,
+        source: S,
+    ) -> Result<CanonicalStream<S>, (S, Trouble)> {
+        let network = self.cfg.network;
+        let now = self.now();
+        if let Err(e) = self.deps.store.ensure_chain_state(network, now).await {
+            return Err((source, e.into()));
+        }
+        let cursor = match self
+            .deps
+            .store
+            .load_cursor(network, self.cfg.max_reorg_depth + 1)
+            .await
+        {
+            Ok(c) => c,
+            Err(e) => return Err((source, e.into())),
+        };
+        // With a cursor shorter than the reorg window, its first block is where
+        // this database started, and a reorg may replace even that one.
+        let window = self.cfg.max_reorg_depth + 1;
+        let start = match (cursor.first(), self.cfg.start_height) {
+            (Some(first), _) if cursor.len() < window => first.height,
+            (Some(_), _) => 0,
+            (None, Some(h)) => h,
+            (None, None) => match source.tip().await {
+                Ok(t) => t.height,
+                Err(e) => return Err((source, Trouble::Transient(e.to_string()))),
+            },
+        };
+        info!(start_height = start, cursor = ?cursor.last().map(|c| c.height), "watcher started");
+        Ok(CanonicalStream::new(
+            source,
+            cursor,
+            start,
+            self.cfg.max_reorg_depth,
+        ))
+    }
+
+    /// Reads addresses issued since the last look (by any instance) into the
+    /// watch set. Runs before every poll, so the set is never older than one
+    /// poll interval.
+    async fn refresh_watch_set(&mut self) -> Result<(), StoreError> {
+        let now = self.now();
+        let since = self
+            .refreshed_at
+            .map_or(i64::MIN, |t| t - WATCH_REFRESH_OVERLAP_MS);
+        let addresses = self
+            .deps
+            .store
+            .issued_addresses(self.cfg.network, since)
+            .await?;
+        self.deps.watch.extend(addresses.iter().map(String::as_str));
+        self.refreshed_at = Some(now);
+        Ok(())
+    }
+}
