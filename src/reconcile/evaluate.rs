@@ -35,7 +35,7 @@ pub struct IntentFacts<'a> {
     pub reversed: bool,
     /// Another intent already settled the same reference.
     pub reference_settled_by: Option<i64>,
-    pub transfers: &'a [SeenTransfer],
+    pub transfers: &'a [&'a SeenTransfer],
     /// The network's final height; `None` until the watcher reported one.
     pub final_height: Option<u64>,
     pub now_ms: i64,
@@ -196,7 +196,12 @@ impl Sums {
 pub fn evaluate(f: &IntentFacts<'_>) -> Evaluation {
     let mut sums = Sums::default();
     let mut foreign: Vec<&SeenTransfer> = Vec::new();
-    for t in f.transfers.iter().filter(|t| !t.orphaned && t.success) {
+    for t in f
+        .transfers
+        .iter()
+        .copied()
+        .filter(|t| !t.orphaned && t.success)
+    {
         let ours = t.network == f.method.network() && t.asset == AssetId::Known(f.method.asset());
         if !ours {
             foreign.push(t);
@@ -426,7 +431,7 @@ fn decide(
 /// The earlier of when the payment was first seen, in any block including
 /// orphaned ones, and its block time: downtime or a reorg that re-mines a
 /// payment does not make a timely payment late.
-fn received_at(t: &SeenTransfer, all: &[SeenTransfer]) -> i64 {
+fn received_at(t: &SeenTransfer, all: &[&SeenTransfer]) -> i64 {
     let first_seen = all
         .iter()
         .filter(|o| o.index == t.index && o.txid == t.txid)

@@ -12,11 +12,11 @@ use paywatch_core::{Amount, Method};
 use tracing::{error, info};
 
 pub use evaluate::{evaluate, Evaluation, IntentFacts, Reason, SeenTransfer};
-pub use matcher::Matcher;
+pub use matcher::{Grouping, Matcher};
 pub use status::{Exception, Status, UnknownName};
 
 use crate::clock::Clock;
-use crate::store::{ReconcileWrite, SettleOutcome, Store, StoreError};
+use crate::store::{IntentRecord, ReconcileWrite, Store, StoreError};
 
 /// What one reconcile pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -70,7 +70,7 @@ impl Reconciler {
     pub async fn run_once(&self) -> Result<PassReport, StoreError> {
         let now = self.clock.now_ms();
         let mut tx = self.store.begin().await?;
-        let mut batch = self
+        let batch = self
             .store
             .load_reconcile_batch(&mut tx, now, self.batch_size)
             .await?;
@@ -89,16 +89,19 @@ impl Reconciler {
                 .iter()
                 .map(|(i, _)| (i.method.network(), i.address.as_str())),
         );
-        let mut seen: Vec<Vec<SeenTransfer>> = vec![Vec::new(); batch.intents.len()];
-        for t in &batch.transfers {
-            if let Some(pos) = matcher.attribute(t.network, &t.to) {
-                seen[pos].push(t.seen());
-            }
-        }
+        let seen: Vec<SeenTransfer> = batch.transfers.iter().map(|t| t.seen()).collect();
+        let mut owners = Vec::with_capacity(seen.len());
+        matcher.attribute_all(
+            batch.transfers.iter().map(|t| (t.network, t.to.as_str())),
+            &mut owners,
+        );
+        let groups = Grouping::by_owner(&owners, batch.intents.len());
+        let grouped: Vec<&SeenTransfer> =
+            groups.members.iter().map(|t| &seen[*t as usize]).collect();
 
-        for ((intent, seq), transfers) in batch.intents.iter().zip(&seen) {
-            let reference_key = (intent.kind, intent.reference.clone());
-            let mut facts = IntentFacts {
+        let facts = |position: usize, settled_by: Option<i64>| {
+            let intent = &batch.intents[position].0;
+            IntentFacts {
                 id: intent.id,
                 method: intent.method,
                 amount_due: intent.amount_due,
@@ -107,12 +110,9 @@ impl Reconciler {
                 exception: intent.exception,
                 settled_at_ms: intent.paid_at_ms,
                 reversed: intent.reversed_at_ms.is_some(),
-                reference_settled_by: batch
-                    .settled_by
-                    .get(&reference_key)
-                    .copied()
-                    .filter(|id| *id != intent.id),
-                transfers,
+                reference_settled_by: settled_by.filter(|id| *id != intent.id),
+                transfers: &grouped
+                    [groups.offsets[position] as usize..groups.offsets[position + 1] as usize],
                 final_height: batch.final_heights.get(&intent.method.network()).copied(),
                 now_ms: now,
                 tolerance: self
@@ -120,48 +120,98 @@ impl Reconciler {
                     .get(&intent.method)
                     .copied()
                     .unwrap_or_default(),
-            };
-            let mut eval = evaluate(&facts);
-            let mut paid_at = intent.paid_at_ms;
-            if eval.settle {
-                match self.store.settle(&mut tx, intent, now).await? {
-                    SettleOutcome::Settled => {
-                        paid_at = Some(now);
-                        report.settled += 1;
-                        batch.settled_by.insert(reference_key, intent.id);
-                        info!(intent = intent.id, kind = intent.kind.as_str(), reference = %intent.reference,
-                              account = %intent.account, "payment final: settled");
-                    }
-                    SettleOutcome::TakenBy(other) => {
-                        facts.reference_settled_by = Some(other);
-                        eval = evaluate(&facts);
-                    }
+            }
+        };
+        let settled_by = |intent: &IntentRecord| {
+            batch
+                .settled_by
+                .get(&(intent.kind, intent.reference.clone()))
+                .copied()
+        };
+        let mut evals: Vec<Evaluation> = batch
+            .intents
+            .iter()
+            .enumerate()
+            .map(|(p, (i, _))| evaluate(&facts(p, settled_by(i))))
+            .collect();
+
+        // Settle in bulk; an intent that finds its reference taken by another
+        // is evaluated again as the duplicate it is.
+        let candidates: Vec<&IntentRecord> = batch
+            .intents
+            .iter()
+            .zip(&evals)
+            .filter(|(_, e)| e.settle)
+            .map(|((i, _), _)| i)
+            .collect();
+        let settled = if candidates.is_empty() {
+            Default::default()
+        } else {
+            self.store.settle(&mut tx, &candidates, now).await?
+        };
+        let lost: Vec<&IntentRecord> = candidates
+            .iter()
+            .copied()
+            .filter(|i| !settled.contains(&i.id))
+            .collect();
+        if !lost.is_empty() {
+            let holders = self.store.settlement_holders(&mut tx, &lost).await?;
+            for (p, (intent, _)) in batch.intents.iter().enumerate() {
+                if evals[p].settle && !settled.contains(&intent.id) {
+                    evals[p] = evaluate(&facts(
+                        p,
+                        holders
+                            .get(&(intent.kind, intent.reference.clone()))
+                            .copied(),
+                    ));
                 }
             }
-            let mut reversed_at = intent.reversed_at_ms;
-            if eval.reverse {
-                self.store.post_reversal(&mut tx, intent, now).await?;
-                reversed_at = Some(now);
-                report.reversed += 1;
-                error!(alert = "credit_reversed", intent = intent.id, kind = intent.kind.as_str(),
-                       reference = %intent.reference, account = %intent.account,
-                       "a reorg removed final money after settlement; credit reversed, intent needs review");
-            }
-            let write = ReconcileWrite {
+        }
+        let reversing: Vec<&IntentRecord> = batch
+            .intents
+            .iter()
+            .zip(&evals)
+            .filter(|(_, e)| e.reverse)
+            .map(|((i, _), _)| i)
+            .collect();
+        self.store.post_reversals(&mut tx, &reversing, now).await?;
+
+        let writes: Vec<ReconcileWrite<'_>> = batch
+            .intents
+            .iter()
+            .zip(&evals)
+            .map(|((intent, seq), eval)| ReconcileWrite {
                 intent,
                 seq: *seq,
-                eval: &eval,
-                paid_at_ms: paid_at,
-                reversed_at_ms: reversed_at,
-            };
-            if self.store.write_evaluation(&mut tx, &write, now).await? {
-                report.changed += 1;
-            }
-        }
+                eval,
+                paid_at_ms: if settled.contains(&intent.id) {
+                    Some(now)
+                } else {
+                    intent.paid_at_ms
+                },
+                reversed_at_ms: if eval.reverse {
+                    Some(now)
+                } else {
+                    intent.reversed_at_ms
+                },
+            })
+            .collect();
+        report.changed = self.store.write_evaluations(&mut tx, &writes, now).await?;
         if report.changed > 0 {
             self.store.notify_outbox(&mut tx).await?;
         }
         tx.commit().await?;
+
+        report.settled = settled.len();
+        report.reversed = reversing.len();
+        for i in candidates.iter().filter(|i| settled.contains(&i.id)) {
+            info!(intent = i.id, kind = i.kind.as_str(), reference = %i.reference, account = %i.account,
+                  usd_cents = i.usd_cents, "payment final: settled");
+        }
+        for i in &reversing {
+            error!(alert = "credit_reversed", intent = i.id, kind = i.kind.as_str(), reference = %i.reference,
+                   account = %i.account, "a reorg removed final money after settlement; credit reversed, intent needs review");
+        }
         Ok(report)
     }
 }

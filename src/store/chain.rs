@@ -1,7 +1,8 @@
 use paywatch_core::{BlockRef, Network, Transfer};
+use serde::Serialize;
 use sqlx::Row;
 
-use super::{placeholders, Store, StoreError, Tx};
+use super::{Col, Store, StoreError, Tx};
 
 /// What applying one chain event did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -151,48 +152,63 @@ impl Store {
         transfers: &[Transfer],
         now_ms: i64,
     ) -> Result<(), StoreError> {
-        const PER_ROW: usize = 8;
-        for chunk in transfers.chunks(400) {
-            let values: Vec<String> = (0..chunk.len())
-                .map(|i| {
-                    let b = 5 + i * PER_ROW;
-                    format!(
-                        "(${}, ${}, ${}, ${}, $1, $2, $3, ${}, ${}, NUM(${}), ${}, $4)",
-                        b,
-                        b + 1,
-                        b + 2,
-                        b + 3,
-                        b + 4,
-                        b + 5,
-                        b + 6,
-                        b + 7
-                    )
-                })
-                .collect();
-            let sql = self.sql(&format!(
-                "INSERT INTO transfers (network, asset, txid, idx, block_hash, block_height, block_time, \
-                 to_address, from_address, amount, tx_status, first_seen_at) VALUES {} \
-                 ON CONFLICT (network, txid, idx, block_hash) DO UPDATE SET orphaned_at = NULL",
-                values.join(", ")
-            ));
-            let mut q = sqlx::query(&sql)
-                .bind(block.hash.as_str())
-                .bind(to_i64(block.height))
-                .bind(timestamp_ms)
-                .bind(now_ms);
-            for t in chunk {
-                q = q
-                    .bind(t.network.as_str())
-                    .bind(t.asset.code())
-                    .bind(t.txid.as_str())
-                    .bind(i64::from(t.index))
-                    .bind(t.network.normalize_address(&t.to).into_owned())
-                    .bind(t.from.clone())
-                    .bind(t.amount.to_string())
-                    .bind(if t.success { "success" } else { "failed" });
-            }
-            q.execute(&mut **tx).await?;
+        #[derive(Serialize)]
+        struct Row<'a> {
+            network: &'a str,
+            asset: String,
+            txid: &'a str,
+            idx: u32,
+            to_address: String,
+            from_address: Option<&'a str>,
+            amount: String,
+            tx_status: &'a str,
         }
+        if transfers.is_empty() {
+            return Ok(());
+        }
+        let rows: Vec<Row<'_>> = transfers
+            .iter()
+            .map(|t| Row {
+                network: t.network.as_str(),
+                asset: t.asset.code(),
+                txid: &t.txid,
+                idx: t.index,
+                to_address: t.network.normalize_address(&t.to).into_owned(),
+                from_address: t.from.as_deref(),
+                amount: t.amount.to_string(),
+                tx_status: if t.success { "success" } else { "failed" },
+            })
+            .collect();
+        let sql = format!(
+            "INSERT INTO transfers (network, asset, txid, idx, block_hash, block_height, block_time, \
+             to_address, from_address, amount, tx_status, first_seen_at) \
+             SELECT network, asset, txid, idx, $2, $3, $4, to_address, from_address, amount, tx_status, $5 \
+             FROM {} WHERE true \
+             ON CONFLICT (network, txid, idx, block_hash) DO UPDATE SET orphaned_at = NULL",
+            self.dialect().rowset(
+                "$1",
+                &[
+                    ("network", Col::Text),
+                    ("asset", Col::Text),
+                    ("txid", Col::Text),
+                    ("idx", Col::Int),
+                    ("to_address", Col::Text),
+                    ("from_address", Col::Text),
+                    ("amount", Col::Amount),
+                    ("tx_status", Col::Text),
+                ]
+            )
+        );
+        let body = serde_json::to_string(&rows)
+            .map_err(|e| StoreError::Corrupt(format!("batch encoding: {e}")))?;
+        sqlx::query(&sql)
+            .bind(body)
+            .bind(block.hash.as_str())
+            .bind(to_i64(block.height))
+            .bind(timestamp_ms)
+            .bind(now_ms)
+            .execute(&mut **tx)
+            .await?;
         Ok(())
     }
 
@@ -268,20 +284,28 @@ impl Store {
         network: Network,
         addresses: &[String],
     ) -> Result<(), StoreError> {
+        #[derive(Serialize)]
+        struct Row<'a> {
+            a: &'a str,
+        }
+        if addresses.is_empty() {
+            return Ok(());
+        }
         let mut unique: Vec<&str> = addresses.iter().map(String::as_str).collect();
         unique.sort_unstable();
         unique.dedup();
-        for chunk in unique.chunks(500) {
-            let sql = format!(
-                "UPDATE intents SET change_seq = change_seq + 1 WHERE network = $1 AND address IN ({})",
-                placeholders(2, chunk.len())
-            );
-            let mut q = sqlx::query(&sql).bind(network.as_str());
-            for a in chunk {
-                q = q.bind(*a);
-            }
-            q.execute(&mut **tx).await?;
-        }
+        let rows: Vec<Row<'_>> = unique.into_iter().map(|a| Row { a }).collect();
+        let sql = format!(
+            "UPDATE intents SET change_seq = change_seq + 1 WHERE network = $2 AND address IN (SELECT a FROM {})",
+            self.dialect().rowset("$1", &[("a", Col::Text)])
+        );
+        let body = serde_json::to_string(&rows)
+            .map_err(|e| StoreError::Corrupt(format!("batch encoding: {e}")))?;
+        sqlx::query(&sql)
+            .bind(body)
+            .bind(network.as_str())
+            .execute(&mut **tx)
+            .await?;
         Ok(())
     }
 

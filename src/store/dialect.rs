@@ -57,6 +57,49 @@ impl Dialect {
     }
 }
 
+/// The type of a column in a [`Dialect::rowset`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Col {
+    Int,
+    Text,
+    /// A base-unit amount, sent as a JSON string.
+    Amount,
+}
+
+impl Dialect {
+    /// A table expression `v` over a JSON array of objects bound as `param`:
+    /// the whole batch travels as one parameter, so a statement stays the same
+    /// size whatever the batch and is parsed and planned once.
+    pub(crate) fn rowset(self, param: &str, columns: &[(&str, Col)]) -> String {
+        match self {
+            Dialect::Postgres => {
+                let cols: Vec<String> = columns
+                    .iter()
+                    .map(|(name, col)| {
+                        let ty = match col {
+                            Col::Int => "bigint",
+                            Col::Text => "text",
+                            Col::Amount => "numeric",
+                        };
+                        format!("{name} {ty}")
+                    })
+                    .collect();
+                format!(
+                    "json_to_recordset(CAST({param} AS json)) AS v({})",
+                    cols.join(", ")
+                )
+            }
+            Dialect::Sqlite => {
+                let cols: Vec<String> = columns
+                    .iter()
+                    .map(|(name, _)| format!("json_extract(value, '$.{name}') AS {name}"))
+                    .collect();
+                format!("(SELECT {} FROM json_each({param})) AS v", cols.join(", "))
+            }
+        }
+    }
+}
+
 /// A database URL fit for logs and error messages: no password.
 pub fn redact_url(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {

@@ -19,10 +19,11 @@ use sqlx::{AnyPool, Executor, Row, Transaction};
 
 pub use addresses::ImportReport;
 pub use chain::{ApplyOutcome, ChainStatus};
+pub(crate) use dialect::Col;
 pub use dialect::{redact_url, Dialect};
 pub use error::StoreError;
 pub use intents::{IntentEvent, IntentRecord, NewIntentRow};
-pub(crate) use reconcile::{ReconcileWrite, SettleOutcome};
+pub(crate) use reconcile::ReconcileWrite;
 pub use transfers::TransferRecord;
 
 pub(crate) type Tx = Transaction<'static, sqlx::Any>;

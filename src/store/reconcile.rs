@@ -1,10 +1,11 @@
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use paywatch_core::Network;
+use serde::Serialize;
 use sqlx::Row;
 
 use super::intents::{intent_from_row, INTENT_COLUMNS};
-use super::{placeholders, Dialect, IntentRecord, Store, StoreError, TransferRecord, Tx};
+use super::{placeholders, Col, Dialect, IntentRecord, Store, StoreError, TransferRecord, Tx};
 use crate::reconcile::Evaluation;
 use crate::IntentKind;
 
@@ -19,12 +20,36 @@ pub(crate) struct ReconcileBatch {
     pub final_heights: HashMap<Network, u64>,
 }
 
-/// How a settlement attempt ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SettleOutcome {
-    Settled,
-    /// Another intent holds the reference's settlement.
-    TakenBy(i64),
+fn json<T: Serialize + ?Sized>(rows: &T) -> Result<String, StoreError> {
+    serde_json::to_string(rows).map_err(|e| StoreError::Corrupt(format!("batch encoding: {e}")))
+}
+
+#[derive(Serialize)]
+struct LedgerPosting<'a> {
+    account: &'a str,
+    usd_cents: i64,
+    entry_kind: &'static str,
+    entry_key: String,
+    intent_id: i64,
+    memo: String,
+}
+
+impl<'a> LedgerPosting<'a> {
+    fn new(
+        intent: &'a IntentRecord,
+        usd_cents: i64,
+        entry_kind: &'static str,
+        entry_key: String,
+    ) -> Self {
+        LedgerPosting {
+            account: &intent.account,
+            usd_cents,
+            entry_kind,
+            entry_key,
+            intent_id: intent.id,
+            memo: format!("{} {}", intent.kind.as_str(), intent.reference),
+        }
+    }
 }
 
 /// One intent's new evaluation, as reconcile writes it.
@@ -35,6 +60,15 @@ pub(crate) struct ReconcileWrite<'a> {
     pub eval: &'a Evaluation,
     pub paid_at_ms: Option<i64>,
     pub reversed_at_ms: Option<i64>,
+}
+
+impl ReconcileWrite<'_> {
+    fn changed(&self) -> bool {
+        self.eval.status != self.intent.status
+            || self.eval.exception != self.intent.exception
+            || self.paid_at_ms != self.intent.paid_at_ms
+            || self.reversed_at_ms != self.intent.reversed_at_ms
+    }
 }
 
 impl Store {
@@ -118,159 +152,274 @@ impl Store {
         Ok(batch)
     }
 
-    /// Marks the order paid or the top-up credited, at most once per
-    /// reference: the primary key on (kind, reference) and the unique ledger
-    /// key make a second settlement impossible, not merely unlikely.
+    /// Marks orders paid and credits top-ups, at most once per reference:
+    /// the primary key on (kind, reference) and the unique ledger key make a
+    /// second settlement impossible, not merely unlikely. Returns the intents
+    /// that settled; the others lost their reference to another intent.
     pub(crate) async fn settle(
         &self,
         tx: &mut Tx,
-        intent: &IntentRecord,
+        intents: &[&IntentRecord],
         now_ms: i64,
-    ) -> Result<SettleOutcome, StoreError> {
-        let inserted = sqlx::query(
+    ) -> Result<HashSet<i64>, StoreError> {
+        #[derive(Serialize)]
+        struct Row<'a> {
+            kind: &'a str,
+            reference: &'a str,
+            intent_id: i64,
+            account: &'a str,
+            usd_cents: i64,
+        }
+        let rows: Vec<Row<'_>> = intents
+            .iter()
+            .map(|i| Row {
+                kind: i.kind.as_str(),
+                reference: &i.reference,
+                intent_id: i.id,
+                account: &i.account,
+                usd_cents: i.usd_cents,
+            })
+            .collect();
+        let sql = format!(
             "INSERT INTO settlements (kind, reference, intent_id, account, usd_cents, settled_at) \
-             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
-        )
-        .bind(intent.kind.as_str())
-        .bind(&intent.reference)
-        .bind(intent.id)
-        .bind(&intent.account)
-        .bind(intent.usd_cents)
-        .bind(now_ms)
-        .execute(&mut **tx)
-        .await?
-        .rows_affected();
-        if inserted == 0 {
-            let row =
-                sqlx::query("SELECT intent_id FROM settlements WHERE kind = $1 AND reference = $2")
-                    .bind(intent.kind.as_str())
-                    .bind(&intent.reference)
-                    .fetch_one(&mut **tx)
-                    .await?;
-            return Ok(SettleOutcome::TakenBy(row.try_get("intent_id")?));
-        }
-        if intent.kind == IntentKind::Topup {
-            self.post_ledger(
-                tx,
-                intent,
-                intent.usd_cents,
-                "topup_credit",
-                &format!("topup:{}", intent.id),
-                now_ms,
+             SELECT kind, reference, intent_id, account, usd_cents, $2 FROM {} WHERE true \
+             ON CONFLICT DO NOTHING RETURNING intent_id",
+            self.dialect().rowset(
+                "$1",
+                &[
+                    ("kind", Col::Text),
+                    ("reference", Col::Text),
+                    ("intent_id", Col::Int),
+                    ("account", Col::Text),
+                    ("usd_cents", Col::Int)
+                ]
             )
-            .await?;
+        );
+        let mut settled = HashSet::new();
+        for row in sqlx::query(&sql)
+            .bind(json(&rows)?)
+            .bind(now_ms)
+            .fetch_all(&mut **tx)
+            .await?
+        {
+            settled.insert(row.try_get::<i64, _>("intent_id")?);
         }
-        Ok(SettleOutcome::Settled)
+        let credits: Vec<LedgerPosting<'_>> = intents
+            .iter()
+            .filter(|i| i.kind == IntentKind::Topup && settled.contains(&i.id))
+            .map(|i| LedgerPosting::new(i, i.usd_cents, "topup_credit", format!("topup:{}", i.id)))
+            .collect();
+        self.post_ledger(tx, &credits, now_ms).await?;
+        Ok(settled)
     }
 
-    /// Takes back a top-up credit whose payment a reorg removed. Never an
-    /// update of the credit: a new, opposite entry, posted once.
-    pub(crate) async fn post_reversal(
+    /// Which intent holds each of these references' settlement.
+    pub(crate) async fn settlement_holders(
         &self,
         tx: &mut Tx,
-        intent: &IntentRecord,
+        intents: &[&IntentRecord],
+    ) -> Result<HashMap<(IntentKind, String), i64>, StoreError> {
+        let mut out = HashMap::new();
+        for chunk in intents.chunks(500) {
+            let sql = format!(
+                "SELECT kind, reference, intent_id FROM settlements WHERE reference IN ({})",
+                placeholders(1, chunk.len())
+            );
+            let mut q = sqlx::query(&sql);
+            for i in chunk {
+                q = q.bind(&i.reference);
+            }
+            for row in q.fetch_all(&mut **tx).await? {
+                let kind: String = row.try_get("kind")?;
+                let kind = kind
+                    .parse()
+                    .map_err(|e| StoreError::Corrupt(format!("settlement kind: {e}")))?;
+                out.insert((kind, row.try_get("reference")?), row.try_get("intent_id")?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Takes back top-up credits whose payment a reorg removed. Never an
+    /// update of the credit: a new, opposite entry, posted once per intent.
+    pub(crate) async fn post_reversals(
+        &self,
+        tx: &mut Tx,
+        intents: &[&IntentRecord],
         now_ms: i64,
     ) -> Result<(), StoreError> {
-        if intent.kind == IntentKind::Topup {
-            self.post_ledger(
-                tx,
-                intent,
-                -intent.usd_cents,
-                "reversal",
-                &format!("reversal:{}", intent.id),
-                now_ms,
-            )
-            .await?;
-        }
-        Ok(())
+        let reversals: Vec<LedgerPosting<'_>> = intents
+            .iter()
+            .filter(|i| i.kind == IntentKind::Topup)
+            .map(|i| LedgerPosting::new(i, -i.usd_cents, "reversal", format!("reversal:{}", i.id)))
+            .collect();
+        self.post_ledger(tx, &reversals, now_ms).await
     }
 
     async fn post_ledger(
         &self,
         tx: &mut Tx,
-        intent: &IntentRecord,
-        usd_cents: i64,
-        kind: &str,
-        key: &str,
+        postings: &[LedgerPosting<'_>],
         now_ms: i64,
     ) -> Result<(), StoreError> {
-        sqlx::query(
+        if postings.is_empty() {
+            return Ok(());
+        }
+        let sql = format!(
             "INSERT INTO ledger_entries (account, usd_cents, entry_kind, entry_key, intent_id, created_at, memo) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        )
-        .bind(&intent.account)
-        .bind(usd_cents)
-        .bind(kind)
-        .bind(key)
-        .bind(intent.id)
-        .bind(now_ms)
-        .bind(format!("{} {}", intent.kind.as_str(), intent.reference))
-        .execute(&mut **tx)
-        .await?;
-        Ok(())
-    }
-
-    /// Writes an evaluation; a change of status or exception also goes to the
-    /// intent's history and the outbox, in the same transaction.
-    pub(crate) async fn write_evaluation(
-        &self,
-        tx: &mut Tx,
-        w: &ReconcileWrite<'_>,
-        now_ms: i64,
-    ) -> Result<bool, StoreError> {
-        let reason = w.eval.reason.render(w.intent.method);
-        let sql = self.sql(
-            "UPDATE intents SET status = $2, exception = $3, reason = $4, amount_final = NUM($5), \
-             amount_pending = NUM($6), amount_excess = NUM($7), paid_at = $8, reversed_at = $9, \
-             reconciled_seq = $10, updated_at = $11 WHERE id = $1",
+             SELECT account, usd_cents, entry_kind, entry_key, intent_id, $2, memo FROM {}",
+            self.dialect().rowset(
+                "$1",
+                &[
+                    ("account", Col::Text),
+                    ("usd_cents", Col::Int),
+                    ("entry_kind", Col::Text),
+                    ("entry_key", Col::Text),
+                    ("intent_id", Col::Int),
+                    ("memo", Col::Text)
+                ]
+            )
         );
         sqlx::query(&sql)
-            .bind(w.intent.id)
-            .bind(w.eval.status.as_str())
-            .bind(w.eval.exception.map(|e| e.as_str()))
-            .bind(&reason)
-            .bind(w.eval.amount_final.to_string())
-            .bind(w.eval.amount_pending.to_string())
-            .bind(w.eval.amount_excess.to_string())
-            .bind(w.paid_at_ms)
-            .bind(w.reversed_at_ms)
-            .bind(w.seq)
+            .bind(json(postings)?)
             .bind(now_ms)
             .execute(&mut **tx)
             .await?;
-        let changed = w.eval.status != w.intent.status
-            || w.eval.exception != w.intent.exception
-            || w.paid_at_ms != w.intent.paid_at_ms
-            || w.reversed_at_ms != w.intent.reversed_at_ms;
-        if changed {
-            self.insert_intent_event(
-                tx,
-                w.intent.id,
-                now_ms,
-                "status_changed",
-                Some(w.eval.status),
-                w.eval.exception,
-                Some(&reason),
+        Ok(())
+    }
+
+    /// Writes evaluations in bulk; every change of status or exception also
+    /// goes to the intent's history and the outbox, in the same transaction.
+    /// Returns how many intents changed.
+    pub(crate) async fn write_evaluations(
+        &self,
+        tx: &mut Tx,
+        writes: &[ReconcileWrite<'_>],
+        now_ms: i64,
+    ) -> Result<usize, StoreError> {
+        #[derive(Serialize)]
+        struct Update<'a> {
+            id: i64,
+            status: &'a str,
+            exception: Option<&'a str>,
+            reason: &'a str,
+            amount_final: String,
+            amount_pending: String,
+            amount_excess: String,
+            paid_at: Option<i64>,
+            reversed_at: Option<i64>,
+            seq: i64,
+        }
+        #[derive(Serialize)]
+        struct Event<'a> {
+            intent_id: i64,
+            status: &'a str,
+            exception: Option<&'a str>,
+            detail: &'a str,
+            payload: String,
+        }
+        if writes.is_empty() {
+            return Ok(0);
+        }
+        let reasons: Vec<String> = writes
+            .iter()
+            .map(|w| w.eval.reason.render(w.intent.method))
+            .collect();
+        let updates: Vec<Update<'_>> = writes
+            .iter()
+            .zip(&reasons)
+            .map(|(w, reason)| Update {
+                id: w.intent.id,
+                status: w.eval.status.as_str(),
+                exception: w.eval.exception.map(|e| e.as_str()),
+                reason,
+                amount_final: w.eval.amount_final.to_string(),
+                amount_pending: w.eval.amount_pending.to_string(),
+                amount_excess: w.eval.amount_excess.to_string(),
+                paid_at: w.paid_at_ms,
+                reversed_at: w.reversed_at_ms,
+                seq: w.seq,
+            })
+            .collect();
+        let sql = format!(
+            "UPDATE intents SET status = v.status, exception = v.exception, reason = v.reason, \
+             amount_final = v.amount_final, amount_pending = v.amount_pending, amount_excess = v.amount_excess, \
+             paid_at = v.paid_at, reversed_at = v.reversed_at, reconciled_seq = v.seq, updated_at = $2 \
+             FROM {} WHERE intents.id = v.id",
+            self.dialect().rowset(
+                "$1",
+                &[
+                    ("id", Col::Int),
+                    ("status", Col::Text),
+                    ("exception", Col::Text),
+                    ("reason", Col::Text),
+                    ("amount_final", Col::Amount),
+                    ("amount_pending", Col::Amount),
+                    ("amount_excess", Col::Amount),
+                    ("paid_at", Col::Int),
+                    ("reversed_at", Col::Int),
+                    ("seq", Col::Int)
+                ]
             )
+        );
+        sqlx::query(&sql)
+            .bind(json(&updates)?)
+            .bind(now_ms)
+            .execute(&mut **tx)
             .await?;
-            let payload = serde_json::json!({
-                "intent_id": w.intent.id,
-                "kind": w.intent.kind.as_str(),
-                "reference": w.intent.reference,
-                "account": w.intent.account,
-                "status": w.eval.status.as_str(),
-                "exception": w.eval.exception.map(|e| e.as_str()),
-                "paid": w.paid_at_ms.is_some() && w.reversed_at_ms.is_none(),
-                "reason": reason,
-            });
-            sqlx::query("INSERT INTO outbox (topic, intent_id, payload, created_at) VALUES ('intent.status', $1, $2, $3)")
-                .bind(w.intent.id)
-                .bind(payload.to_string())
+
+        let events: Vec<Event<'_>> = writes
+            .iter()
+            .zip(&reasons)
+            .filter(|(w, _)| w.changed())
+            .map(|(w, reason)| Event {
+                intent_id: w.intent.id,
+                status: w.eval.status.as_str(),
+                exception: w.eval.exception.map(|e| e.as_str()),
+                detail: reason,
+                payload: serde_json::json!({
+                    "intent_id": w.intent.id,
+                    "kind": w.intent.kind.as_str(),
+                    "reference": w.intent.reference,
+                    "account": w.intent.account,
+                    "status": w.eval.status.as_str(),
+                    "exception": w.eval.exception.map(|e| e.as_str()),
+                    "paid": w.paid_at_ms.is_some() && w.reversed_at_ms.is_none(),
+                    "reason": reason,
+                })
+                .to_string(),
+            })
+            .collect();
+        if !events.is_empty() {
+            let columns = [
+                ("intent_id", Col::Int),
+                ("status", Col::Text),
+                ("exception", Col::Text),
+                ("detail", Col::Text),
+                ("payload", Col::Text),
+            ];
+            let rowset = self.dialect().rowset("$1", &columns);
+            let body = json(&events)?;
+            let sql = format!(
+                "INSERT INTO intent_events (intent_id, at, kind, status, exception, detail) \
+                 SELECT intent_id, $2, 'status_changed', status, exception, detail FROM {rowset}"
+            );
+            sqlx::query(&sql)
+                .bind(&body)
+                .bind(now_ms)
+                .execute(&mut **tx)
+                .await?;
+            let sql = format!(
+                "INSERT INTO outbox (topic, intent_id, payload, created_at) \
+                 SELECT 'intent.status', intent_id, payload, $2 FROM {rowset}"
+            );
+            sqlx::query(&sql)
+                .bind(&body)
                 .bind(now_ms)
                 .execute(&mut **tx)
                 .await?;
         }
-        Ok(changed)
+        Ok(events.len())
     }
 
     /// Wakes storefront listeners; PostgreSQL delivers it only on commit.

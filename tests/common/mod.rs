@@ -19,6 +19,8 @@ use paywatch::store::{IntentRecord, Store};
 use paywatch_core::{Amount, Asset, AssetId, CanonicalStream, Method, Network, WatchSet};
 use paywatch_testkit::{ScriptedChain, ScriptedSource};
 use rust_decimal::Decimal;
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::{Column, Row as _, TypeInfo};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
@@ -112,7 +114,12 @@ pub struct Harness {
     pub reconciler: Reconciler,
     pub stream: CanonicalStream<ScriptedSource>,
     pub max_depth: usize,
+    /// Where the first stream started: the watcher's configured `start_height`.
+    pub start_height: u64,
     pool_counter: u64,
+    tolerance: HashMap<Method, Amount>,
+    rates: HashMap<Asset, Decimal>,
+    reader: sqlx::AnyPool,
 }
 
 impl Harness {
@@ -127,43 +134,49 @@ impl Harness {
         confirmations: u64,
         tolerance: HashMap<Method, Amount>,
     ) -> Harness {
+        Harness::build(backend, network, confirmations, tolerance, rates()).await
+    }
+
+    /// Like [`Harness::new`], quoting with `rates` instead of [`rates()`].
+    pub async fn with_rates(
+        backend: Backend,
+        network: Network,
+        confirmations: u64,
+        rates: HashMap<Asset, Decimal>,
+    ) -> Harness {
+        Harness::build(backend, network, confirmations, HashMap::new(), rates).await
+    }
+
+    async fn build(
+        backend: Backend,
+        network: Network,
+        confirmations: u64,
+        tolerance: HashMap<Method, Amount>,
+        rates: HashMap<Asset, Decimal>,
+    ) -> Harness {
         let db = TestDb::new(backend).await;
         let store = db.store.clone();
         let clock = Arc::new(ManualClock::new(T0_MS));
-        let dyn_clock: Arc<dyn Clock> = clock.clone();
         let chain = ScriptedChain::new(network, 100);
         chain.set_confirmations(confirmations);
         chain.set_block_time(T0_MS / 1000);
         let watch = Arc::new(WatchSet::new(network));
-        let policy = IntentPolicy {
-            enabled: Network::ALL.into_iter().collect::<HashSet<_>>(),
-            expiry_secs: 1800,
-            topup_amounts_cents: vec![10_000, 50_000, 200_000, 1_000_000],
-            quote_decimals: HashMap::new(),
-        };
-        let rate_book = RateBook::new(
-            Arc::new(FixedRates::new(rates(), dyn_clock.clone())),
-            true,
-            dyn_clock.clone(),
-        );
-        let intents = IntentService::new(
-            store.clone(),
-            rate_book,
-            policy,
-            HashMap::new(),
-            [(network, watch.clone())].into_iter().collect(),
-            dyn_clock.clone(),
-        );
-        let ingest = Ingest::new(store.clone(), dyn_clock.clone());
-        let reconciler = Reconciler::new(store.clone(), dyn_clock.clone(), tolerance, 500);
+        let (intents, ingest, reconciler) =
+            components(&store, &clock, network, &watch, &tolerance, &rates);
         store.ensure_chain_state(network, T0_MS).await.unwrap();
         let max_depth = 20;
+        let start_height = chain.height();
         let stream = CanonicalStream::new(
             chain.source(watch.clone()),
             Vec::new(),
-            chain.height(),
+            start_height,
             max_depth,
         );
+        let reader = AnyPoolOptions::new()
+            .max_connections(1)
+            .connect(&db.url)
+            .await
+            .expect("reader connection");
         Harness {
             db,
             store,
@@ -176,8 +189,71 @@ impl Harness {
             reconciler,
             stream,
             max_depth,
+            start_height,
             pool_counter: 0,
+            tolerance,
+            rates,
+            reader,
         }
+    }
+
+    /// Stops the "process" and starts a new one on the same database URL:
+    /// the old connections close, and a new store, watch set (reloaded from
+    /// the issued addresses), intent service, ingest, reconciler and stream
+    /// (from the persisted cursor) are built, as `paywatch run` would at
+    /// start. The chain and the clock carry on.
+    pub async fn restart_process(&mut self) {
+        self.store.close().await;
+        let store = Store::connect(&self.db.url).await.expect("reconnect");
+        store
+            .migrate()
+            .await
+            .expect("migrations are safe at each start");
+        store
+            .ensure_chain_state(self.network, self.clock.now_ms())
+            .await
+            .unwrap();
+        let watch = Arc::new(WatchSet::new(self.network));
+        let issued = store.issued_addresses(self.network, 0).await.unwrap();
+        watch.extend(issued.iter().map(String::as_str));
+        let (intents, ingest, reconciler) = components(
+            &store,
+            &self.clock,
+            self.network,
+            &watch,
+            &self.tolerance,
+            &self.rates,
+        );
+        self.db.store = store.clone();
+        self.store = store;
+        self.watch = watch;
+        self.intents = intents;
+        self.ingest = ingest;
+        self.reconciler = reconciler;
+        self.restart_stream().await;
+    }
+
+    /// A second, independent connection pool on the same database, as another
+    /// worker process would have.
+    pub async fn another_store(&self) -> Store {
+        Store::connect(&self.db.url)
+            .await
+            .expect("second connection")
+    }
+
+    /// An ingest worker of another process on the same database.
+    pub async fn another_ingest(&self) -> Ingest {
+        Ingest::new(self.another_store().await, self.clock.clone())
+    }
+
+    /// A reconciler of another process on the same database.
+    pub async fn another_reconciler(&self, batch_size: i64) -> Reconciler {
+        Reconciler::new(
+            self.another_store().await,
+            self.clock.clone(),
+            self.tolerance.clone(),
+            batch_size,
+        )
     }
 
     /// Imports `n` fresh addresses of this network's shape into its pool.
@@ -278,7 +354,14 @@ impl Harness {
             .load_cursor(self.network, self.max_depth + 1)
             .await
             .unwrap();
-        let start = cursor.first().map_or(self.chain.height(), |b| b.height);
+        // As the watcher opens its stream: a cursor shorter than the reorg
+        // window starts where this database started; none at all, at the
+        // configured start height.
+        let start = match cursor.first() {
+            Some(first) if cursor.len() < self.max_depth + 1 => first.height,
+            Some(_) => 0,
+            None => self.start_height,
+        };
         self.stream = CanonicalStream::new(
             self.chain.source(self.watch.clone()),
             cursor,
@@ -298,6 +381,206 @@ impl Harness {
     pub async fn count(&self, sql: &str) -> i64 {
         self.store.count_raw(sql).await.unwrap()
     }
+
+    /// Every row of `sql`, read through a connection of its own, as the
+    /// storefront reads the views. Cast NUMERIC columns to TEXT in `sql`:
+    /// the `Any` driver does not read PostgreSQL NUMERIC.
+    pub async fn rows(&self, sql: &str) -> Vec<Row> {
+        sqlx::query(sql)
+            .fetch_all(&self.reader)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+            .iter()
+            .map(Row::from_any)
+            .collect()
+    }
+
+    /// The one row of `sql`.
+    pub async fn row(&self, sql: &str) -> Row {
+        let mut rows = self.rows(sql).await;
+        assert_eq!(
+            rows.len(),
+            1,
+            "expected exactly one row from {sql}: {rows:?}"
+        );
+        rows.remove(0)
+    }
+
+    /// The intent's row in the storefront's `paywatch_intents` view.
+    pub async fn intent_view(&self, id: i64) -> Row {
+        self.row(&format!(
+            "SELECT intent_id, kind, reference, status, exception, reason, \
+             CAST(amount_due AS TEXT) AS amount_due, \
+             CAST(amount_received_final AS TEXT) AS amount_received_final, \
+             CAST(amount_received_pending AS TEXT) AS amount_received_pending, \
+             CAST(amount_excess AS TEXT) AS amount_excess, \
+             paid_at, reversed_at, declared_paid_at \
+             FROM paywatch_intents WHERE intent_id = {id}"
+        ))
+        .await
+    }
+
+    /// The reference's row in the storefront's `paywatch_payment_status` view.
+    pub async fn payment_status(&self, kind: &str, reference: &str) -> Row {
+        self.row(&format!(
+            "SELECT kind, reference, account, payment_status, paid_intent_id, paid_at, paid_usd_cents, \
+             latest_intent_id, latest_status, latest_exception, intent_count, needs_review_count \
+             FROM paywatch_payment_status WHERE kind = '{kind}' AND reference = '{reference}'"
+        ))
+        .await
+    }
+
+    /// The intent's rows in the storefront's `paywatch_intent_transfers` view, oldest first.
+    pub async fn intent_transfers(&self, id: i64) -> Vec<Row> {
+        self.rows(&format!(
+            "SELECT intent_id, transfer_id, asset, txid, CAST(amount AS TEXT) AS amount, \
+             CAST(counts_toward_intent AS BIGINT) AS counts_toward_intent, tx_status, orphaned_at, \
+             CAST(confirmations AS BIGINT) AS confirmations, CAST(is_final AS BIGINT) AS is_final \
+             FROM paywatch_intent_transfers WHERE intent_id = {id} ORDER BY transfer_id"
+        ))
+        .await
+    }
+
+    /// The account's row in `paywatch_balances`, if it has ledger entries.
+    pub async fn balance_view(&self, account: &str) -> Option<Row> {
+        self.rows(&format!(
+            "SELECT account, available_usd_cents, entries FROM paywatch_balances WHERE account = '{account}'"
+        ))
+        .await
+        .pop()
+    }
+
+    /// The statuses an intent went through, from its history.
+    pub async fn status_history(&self, id: i64) -> Vec<String> {
+        self.store
+            .intent_events(id)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter_map(|e| e.status)
+            .collect()
+    }
+
+    /// What intent creation and reconcile write, counted: a request that
+    /// fails must leave every one of these as it was.
+    pub async fn footprint(&self) -> Footprint {
+        Footprint {
+            intents: self.count("SELECT COUNT(*) FROM intents").await,
+            issued_addresses: self
+                .count("SELECT COUNT(*) FROM addresses WHERE issued_at IS NOT NULL")
+                .await,
+            linked_addresses: self
+                .count("SELECT COUNT(*) FROM addresses WHERE intent_id IS NOT NULL")
+                .await,
+            intent_events: self.count("SELECT COUNT(*) FROM intent_events").await,
+            outbox: self.count("SELECT COUNT(*) FROM outbox").await,
+            settlements: self.count("SELECT COUNT(*) FROM settlements").await,
+            ledger_entries: self.count("SELECT COUNT(*) FROM ledger_entries").await,
+        }
+    }
+
+    /// Moves the clock a minute past the intent's expiry.
+    pub fn pass_expiry(&self, intent: &IntentRecord) {
+        let target = intent.expires_at_ms + 60_000;
+        assert!(self.clock.now_ms() <= target, "the clock never goes back");
+        self.clock.set(target);
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Footprint {
+    pub intents: i64,
+    pub issued_addresses: i64,
+    pub linked_addresses: i64,
+    pub intent_events: i64,
+    pub outbox: i64,
+    pub settlements: i64,
+    pub ledger_entries: i64,
+}
+
+/// One row read back as text, by column name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row(Vec<(String, Option<String>)>);
+
+impl Row {
+    fn from_any(row: &AnyRow) -> Row {
+        Row(row
+            .columns()
+            .iter()
+            .map(|c| {
+                let i = c.ordinal();
+                let value = if let Ok(v) = row.try_get::<Option<String>, _>(i) {
+                    v
+                } else if let Ok(v) = row.try_get::<Option<i64>, _>(i) {
+                    v.map(|v| v.to_string())
+                } else if let Ok(v) = row.try_get::<Option<i32>, _>(i) {
+                    v.map(|v| v.to_string())
+                } else if let Ok(v) = row.try_get::<Option<bool>, _>(i) {
+                    v.map(|v| v.to_string())
+                } else {
+                    panic!(
+                        "column {} has a type the test reader does not decode: {}",
+                        c.name(),
+                        c.type_info().name()
+                    )
+                };
+                (c.name().to_owned(), value)
+            })
+            .collect())
+    }
+
+    /// The column's value as text; `None` for SQL NULL. Panics on an unknown column.
+    pub fn get(&self, column: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(name, _)| name == column)
+            .unwrap_or_else(|| panic!("no column {column} in {self:?}"))
+            .1
+            .as_deref()
+    }
+
+    /// The column's value as an integer. Panics on NULL.
+    pub fn int(&self, column: &str) -> i64 {
+        let text = self
+            .get(column)
+            .unwrap_or_else(|| panic!("{column} is NULL in {self:?}"));
+        text.parse()
+            .unwrap_or_else(|_| panic!("{column} is '{text}', not an integer"))
+    }
+}
+
+/// The intent service, ingest and reconciler, wired as `paywatch run` wires them.
+fn components(
+    store: &Store,
+    clock: &Arc<ManualClock>,
+    network: Network,
+    watch: &Arc<WatchSet>,
+    tolerance: &HashMap<Method, Amount>,
+    rates: &HashMap<Asset, Decimal>,
+) -> (IntentService, Ingest, Reconciler) {
+    let dyn_clock: Arc<dyn Clock> = clock.clone();
+    let policy = IntentPolicy {
+        enabled: Network::ALL.into_iter().collect::<HashSet<_>>(),
+        expiry_secs: 1800,
+        topup_amounts_cents: vec![10_000, 50_000, 200_000, 1_000_000],
+        quote_decimals: HashMap::new(),
+    };
+    let rate_book = RateBook::new(
+        Arc::new(FixedRates::new(rates.clone(), dyn_clock.clone())),
+        true,
+        dyn_clock.clone(),
+    );
+    let intents = IntentService::new(
+        store.clone(),
+        rate_book,
+        policy,
+        HashMap::new(),
+        [(network, watch.clone())].into_iter().collect(),
+        dyn_clock.clone(),
+    );
+    let ingest = Ingest::new(store.clone(), dyn_clock.clone());
+    let reconciler = Reconciler::new(store.clone(), dyn_clock, tolerance.clone(), 500);
+    (intents, ingest, reconciler)
 }
 
 /// A syntactically valid address for `network`, unique per `n`.
