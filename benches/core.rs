@@ -140,6 +140,7 @@ fn matcher_throughput() {
             (
                 addresses[owner].clone(),
                 SeenTransfer {
+                    id: i as i64,
                     network: Network::Ethereum,
                     asset,
                     txid: format!("0x{i:064x}"),
@@ -185,6 +186,7 @@ fn matcher_throughput() {
             status: Status::AwaitingPayment,
             exception: None,
             settled_at_ms: None,
+            settled_through: None,
             reversed: false,
             reference_settled_by: None,
             transfers: ts,

@@ -48,6 +48,9 @@ CREATE TABLE intents (
     amount_pending   NUMERIC(78,0) NOT NULL DEFAULT 0,
     amount_excess    NUMERIC(78,0) NOT NULL DEFAULT 0,
     paid_at          BIGINT,
+    -- The highest transfer row id reconcile had seen at the address when it
+    -- settled: money recorded later is a second payment, whatever its clock says.
+    settled_through  BIGINT,
     reversed_at      BIGINT,
     declared_paid_at BIGINT,
     change_seq       BIGINT NOT NULL DEFAULT 1,

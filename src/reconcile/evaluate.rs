@@ -9,6 +9,8 @@ use super::{Exception, Status};
 /// A transfer as reconcile sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SeenTransfer {
+    /// The transfer's row id: rows are numbered in the order ingest recorded them.
+    pub id: i64,
     pub network: Network,
     pub asset: AssetId,
     pub txid: String,
@@ -32,6 +34,8 @@ pub struct IntentFacts<'a> {
     pub exception: Option<Exception>,
     /// Set once this intent settled its reference (order paid, top-up credited).
     pub settled_at_ms: Option<i64>,
+    /// The highest transfer row id seen when the intent settled.
+    pub settled_through: Option<i64>,
     pub reversed: bool,
     /// Another intent already settled the same reference.
     pub reference_settled_by: Option<i64>,
@@ -216,7 +220,9 @@ pub fn evaluate(f: &IntentFacts<'_>) -> Evaluation {
             (false, true) => sums.late_final += v,
             (false, false) => sums.late_pending += v,
         }
-        if f.settled_at_ms.is_some_and(|s| at > s) {
+        if f.settled_through
+            .is_some_and(|through| recorded_after(t, through, f.transfers))
+        {
             sums.after_settlement += v;
         }
     }
@@ -426,6 +432,16 @@ fn decide(
     } else {
         (S::Expired, None, Reason::ExpiredUnpaid, false, false)
     }
+}
+
+/// Whether this payment was first recorded after the settlement: a later
+/// row that is not a re-sighting (after a reorg) of a payment known then.
+/// Row order, unlike clocks, cannot be skewed by a miner or another machine.
+fn recorded_after(t: &SeenTransfer, through: i64, all: &[&SeenTransfer]) -> bool {
+    t.id > through
+        && !all
+            .iter()
+            .any(|o| o.id <= through && o.index == t.index && o.txid == t.txid)
 }
 
 /// The earlier of when the payment was first seen, in any block including

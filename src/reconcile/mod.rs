@@ -109,6 +109,7 @@ impl Reconciler {
                 status: intent.status,
                 exception: intent.exception,
                 settled_at_ms: intent.paid_at_ms,
+                settled_through: intent.settled_through,
                 reversed: intent.reversed_at_ms.is_some(),
                 reference_settled_by: settled_by.filter(|id| *id != intent.id),
                 transfers: &grouped
@@ -180,7 +181,8 @@ impl Reconciler {
             .intents
             .iter()
             .zip(&evals)
-            .map(|((intent, seq), eval)| ReconcileWrite {
+            .enumerate()
+            .map(|(position, ((intent, seq), eval))| ReconcileWrite {
                 intent,
                 seq: *seq,
                 eval,
@@ -188,6 +190,15 @@ impl Reconciler {
                     Some(now)
                 } else {
                     intent.paid_at_ms
+                },
+                settled_through: if settled.contains(&intent.id) {
+                    groups
+                        .of(position)
+                        .iter()
+                        .map(|t| seen[*t as usize].id)
+                        .max()
+                } else {
+                    intent.settled_through
                 },
                 reversed_at_ms: if eval.reverse {
                     Some(now)

@@ -29,6 +29,8 @@ pub struct IntentRecord {
     pub amount_pending: Amount,
     pub amount_excess: Amount,
     pub paid_at_ms: Option<i64>,
+    /// The highest transfer row id seen at settlement.
+    pub settled_through: Option<i64>,
     pub reversed_at_ms: Option<i64>,
     pub declared_paid_at_ms: Option<i64>,
 }
@@ -64,7 +66,7 @@ pub(crate) const INTENT_COLUMNS: &str = "id, kind, reference, account, asset, ne
     CAST(amount_due AS TEXT) AS amount_due, usd_cents, rate_usd, rate_source, rate_at, created_at, \
     expires_at, status, exception, reason, CAST(amount_final AS TEXT) AS amount_final, \
     CAST(amount_pending AS TEXT) AS amount_pending, CAST(amount_excess AS TEXT) AS amount_excess, \
-    paid_at, reversed_at, declared_paid_at, change_seq";
+    paid_at, settled_through, reversed_at, declared_paid_at, change_seq";
 
 pub(crate) fn intent_from_row(row: &AnyRow) -> Result<IntentRecord, StoreError> {
     let corrupt = |what: String| StoreError::Corrupt(what);
@@ -107,6 +109,7 @@ pub(crate) fn intent_from_row(row: &AnyRow) -> Result<IntentRecord, StoreError> 
         amount_pending: Amount(amount_col(row, "amount_pending")?),
         amount_excess: Amount(amount_col(row, "amount_excess")?),
         paid_at_ms: row.try_get("paid_at")?,
+        settled_through: row.try_get("settled_through")?,
         reversed_at_ms: row.try_get("reversed_at")?,
         declared_paid_at_ms: row.try_get("declared_paid_at")?,
     })

@@ -59,6 +59,7 @@ pub(crate) struct ReconcileWrite<'a> {
     pub seq: i64,
     pub eval: &'a Evaluation,
     pub paid_at_ms: Option<i64>,
+    pub settled_through: Option<i64>,
     pub reversed_at_ms: Option<i64>,
 }
 
@@ -81,10 +82,10 @@ impl Store {
     ) -> Result<ReconcileBatch, StoreError> {
         let sql = self.sql(&format!(
             "SELECT {INTENT_COLUMNS} FROM intents WHERE id IN \
-               (SELECT id FROM intents WHERE change_seq > reconciled_seq ORDER BY id LIMIT $1) \
+               (SELECT id FROM intents WHERE change_seq > reconciled_seq ORDER BY id LIMIT $1 SKIP_LOCKED) \
              OR id IN \
-               (SELECT id FROM intents WHERE status = 'awaiting_payment' AND expires_at < $2 ORDER BY id LIMIT $1) \
-             ORDER BY id SKIP_LOCKED"
+               (SELECT id FROM intents WHERE status = 'awaiting_payment' AND expires_at < $2 ORDER BY id LIMIT $1 SKIP_LOCKED) \
+             ORDER BY id"
         ));
         let rows = sqlx::query(&sql)
             .bind(limit)
@@ -307,6 +308,7 @@ impl Store {
             amount_pending: String,
             amount_excess: String,
             paid_at: Option<i64>,
+            settled_through: Option<i64>,
             reversed_at: Option<i64>,
             seq: i64,
         }
@@ -337,6 +339,7 @@ impl Store {
                 amount_pending: w.eval.amount_pending.to_string(),
                 amount_excess: w.eval.amount_excess.to_string(),
                 paid_at: w.paid_at_ms,
+                settled_through: w.settled_through,
                 reversed_at: w.reversed_at_ms,
                 seq: w.seq,
             })
@@ -344,7 +347,7 @@ impl Store {
         let sql = format!(
             "UPDATE intents SET status = v.status, exception = v.exception, reason = v.reason, \
              amount_final = v.amount_final, amount_pending = v.amount_pending, amount_excess = v.amount_excess, \
-             paid_at = v.paid_at, reversed_at = v.reversed_at, reconciled_seq = v.seq, updated_at = $2 \
+             paid_at = v.paid_at, settled_through = v.settled_through, reversed_at = v.reversed_at, reconciled_seq = v.seq, updated_at = $2 \
              FROM {} WHERE intents.id = v.id",
             self.dialect().rowset(
                 "$1",
@@ -357,6 +360,7 @@ impl Store {
                     ("amount_pending", Col::Amount),
                     ("amount_excess", Col::Amount),
                     ("paid_at", Col::Int),
+                    ("settled_through", Col::Int),
                     ("reversed_at", Col::Int),
                     ("seq", Col::Int)
                 ]

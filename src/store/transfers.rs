@@ -27,6 +27,7 @@ pub struct TransferRecord {
 impl TransferRecord {
     pub(crate) fn seen(&self) -> SeenTransfer {
         SeenTransfer {
+            id: self.id,
             network: self.network,
             asset: self.asset.clone(),
             txid: self.txid.clone(),

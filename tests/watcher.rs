@@ -1,0 +1,231 @@
+//! The real watcher task: stream → ingest, health, backoff and halting, on
+//! the scripted chain against both databases.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{Backend, Harness};
+use paywatch::clock::Clock;
+use paywatch::reconcile::Status;
+use paywatch::watcher::{self, WatcherConfig, WatcherDeps, WatcherError};
+use paywatch_core::{Asset, Network, StreamError, WatchSet};
+use tokio::sync::{watch, Notify};
+use tokio::task::JoinHandle;
+
+macro_rules! on_both_databases {
+    ($($name:ident),+ $(,)?) => {
+        mod sqlite {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() { super::$name(super::Backend::Sqlite).await })+
+        }
+        mod postgres {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() { super::$name(super::Backend::Postgres).await })+
+        }
+    };
+}
+
+on_both_databases!(
+    the_watcher_records_payments_and_its_progress,
+    a_node_outage_leaves_the_watcher_degraded_then_it_recovers_without_loss,
+    a_reorg_deeper_than_allowed_halts_the_watcher_and_says_so,
+    an_address_issued_by_another_instance_is_watched_within_one_poll,
+);
+
+struct Running {
+    handle: JoinHandle<Result<(), WatcherError>>,
+    stop: watch::Sender<bool>,
+}
+
+fn start(h: &Harness, watch_set: Arc<WatchSet>, max_reorg_depth: usize) -> Running {
+    let cfg = WatcherConfig {
+        network: h.network,
+        start_height: Some(h.chain.height()),
+        max_reorg_depth,
+        poll_interval: Duration::from_millis(20),
+        events_per_transaction: 1,
+        blocks_per_poll: 10,
+    };
+    let deps = WatcherDeps {
+        store: h.store.clone(),
+        ingest: h.ingest.clone(),
+        watch: watch_set.clone(),
+        clock: h.clock.clone(),
+        progress: Arc::new(Notify::new()),
+    };
+    let (stop, stop_rx) = watch::channel(false);
+    let source = h.chain.source(watch_set);
+    Running {
+        handle: tokio::spawn(watcher::run(cfg, source, deps, stop_rx)),
+        stop,
+    }
+}
+
+impl Running {
+    async fn stop(self) -> Result<(), WatcherError> {
+        self.stop.send(true).unwrap();
+        tokio::time::timeout(Duration::from_secs(10), self.handle)
+            .await
+            .expect("stops promptly")
+            .unwrap()
+    }
+}
+
+/// Waits until the stored watcher state satisfies `ok`.
+async fn wait_for(h: &Harness, what: &str, ok: impl Fn(&paywatch::store::ChainStatus) -> bool) {
+    for _ in 0..500 {
+        if let Some(s) = h.store.chain_status(h.network).await.unwrap() {
+            if ok(&s) {
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!(
+        "timed out waiting for {what}: {:?}",
+        h.store.chain_status(h.network).await.unwrap()
+    );
+}
+
+async fn the_watcher_records_payments_and_its_progress(b: Backend) {
+    let mut h = Harness::new(b, Network::Litecoin, 2).await;
+    h.import_pool(2).await;
+    let intent = h.create("order", "w-1", "LTC", "100").await;
+    let running = start(&h, h.watch.clone(), 10);
+
+    h.pay(&intent.address, Asset::Ltc, intent.amount_due);
+    h.mine(3);
+    let tip = h.chain.height();
+    wait_for(&h, "the cursor at the tip", |s| {
+        s.cursor_height == Some(tip) && s.final_height == Some(tip - 1)
+    })
+    .await;
+    let status = h.store.chain_status(h.network).await.unwrap().unwrap();
+    assert_eq!(status.watcher_state, "running");
+    assert_eq!(status.tip_height, Some(tip));
+    assert_eq!(status.last_error, None);
+
+    h.reconciler.run_until_idle().await.unwrap();
+    assert_eq!(h.intent(intent.id).await.status, Status::Paid);
+    assert_eq!(
+        h.store
+            .transfers(Some(h.network), None, 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    running.stop().await.expect("a clean stop");
+}
+
+async fn a_node_outage_leaves_the_watcher_degraded_then_it_recovers_without_loss(b: Backend) {
+    let mut h = Harness::new(b, Network::Bitcoin, 1).await;
+    h.import_pool(1).await;
+    let intent = h.create("topup", "w-2", "BTC", "100").await;
+    let running = start(&h, h.watch.clone(), 10);
+    wait_for(&h, "the first poll", |s| s.watcher_state == "running").await;
+
+    h.chain.fail_next(4);
+    h.pay(&intent.address, Asset::Btc, intent.amount_due);
+    h.mine(1);
+    wait_for(&h, "degraded health", |s| s.watcher_state == "degraded").await;
+    let status = h.store.chain_status(h.network).await.unwrap().unwrap();
+    assert!(
+        status
+            .last_error
+            .as_deref()
+            .unwrap_or("")
+            .contains("scripted node outage"),
+        "{status:?}"
+    );
+
+    let tip = h.chain.height();
+    wait_for(&h, "recovery", |s| {
+        s.watcher_state == "running" && s.cursor_height == Some(tip)
+    })
+    .await;
+    h.reconciler.run_until_idle().await.unwrap();
+    assert_eq!(h.intent(intent.id).await.status, Status::Paid);
+    assert_eq!(h.balance("acct-1").await, 10_000);
+    running.stop().await.expect("a clean stop");
+}
+
+async fn a_reorg_deeper_than_allowed_halts_the_watcher_and_says_so(b: Backend) {
+    let mut h = Harness::new(b, Network::Ethereum, 1).await;
+    h.import_pool(1).await;
+    let intent = h.create("order", "w-3", "ETH", "100").await;
+    let running = start(&h, h.watch.clone(), 3);
+    h.pay(&intent.address, Asset::Eth, intent.amount_due);
+    h.mine(6);
+    let tip = h.chain.height();
+    wait_for(&h, "the cursor at the tip", |s| {
+        s.cursor_height == Some(tip)
+    })
+    .await;
+    h.reconciler.run_until_idle().await.unwrap();
+    assert_eq!(h.intent(intent.id).await.status, Status::Paid);
+
+    // The node switches to a branch without the payment, 6 blocks deep.
+    h.chain.reorg(6);
+    h.mine(7);
+    let outcome = tokio::time::timeout(Duration::from_secs(10), running.handle)
+        .await
+        .expect("halts")
+        .unwrap();
+    match outcome {
+        Err(WatcherError::Halted {
+            network,
+            source: StreamError::ReorgTooDeep { max_depth, .. },
+        }) => {
+            assert_eq!((network, max_depth), (Network::Ethereum, 3));
+        }
+        other => panic!("expected a halt on a too-deep reorg, got {other:?}"),
+    }
+    let status = h.store.chain_status(h.network).await.unwrap().unwrap();
+    assert_eq!(status.watcher_state, "halted");
+    assert!(status
+        .last_error
+        .unwrap()
+        .contains("reorg deeper than 3 blocks"));
+    assert_eq!(
+        status.cursor_height,
+        Some(tip),
+        "nothing was resynced silently"
+    );
+    assert_eq!(
+        h.store.transfers(Some(h.network), None, 10).await.unwrap()[0].orphaned_at_ms,
+        None,
+        "nothing is orphaned behind the operator's back"
+    );
+}
+
+async fn an_address_issued_by_another_instance_is_watched_within_one_poll(b: Backend) {
+    let mut h = Harness::new(b, Network::Solana, 1).await;
+    h.import_pool(2).await;
+    // This watcher's own set starts empty; the intent is issued through the
+    // harness's service, whose watch set is not the watcher's.
+    let own = Arc::new(WatchSet::new(Network::Solana));
+    let running = start(&h, own.clone(), 10);
+    wait_for(&h, "the first poll", |s| s.watcher_state == "running").await;
+    let intent = h.create("order", "w-4", "SOL", "100").await;
+    for _ in 0..500 {
+        if own.contains(&intent.address) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(own.contains(&intent.address), "picked up from the database");
+    h.pay(&intent.address, Asset::Sol, intent.amount_due);
+    h.mine(2);
+    let tip = h.chain.height();
+    wait_for(&h, "the cursor at the tip", |s| {
+        s.cursor_height == Some(tip)
+    })
+    .await;
+    h.reconciler.run_until_idle().await.unwrap();
+    assert_eq!(h.intent(intent.id).await.status, Status::Paid);
+    let _ = h.clock.now_ms();
+    running.stop().await.expect("a clean stop");
+}
