@@ -7,7 +7,7 @@ use std::time::Duration;
 use paywatch_core::{Network, WatchSet};
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinSet;
-use tracing::{error, info, warn};
+use tracing::{error, info, warn, Instrument};
 
 use crate::clock::{Clock, SystemClock};
 use crate::devnet::DevChains;
@@ -119,10 +119,12 @@ pub async fn run(ctx: Context) -> Result<(), AppError> {
         };
         match ns.source.as_str() {
             "devchain" => {
+                let stored_tip = ctx.store.load_cursor(network, 1).await?.pop();
                 let chain = devchains.start(
                     network,
                     &ns,
                     &ctx.settings.devchain,
+                    stored_tip,
                     &mut tasks,
                     stop_rx.clone(),
                 );
@@ -149,9 +151,7 @@ pub async fn run(ctx: Context) -> Result<(), AppError> {
     let reconciler = ctx.reconciler.clone();
     let interval = Duration::from_millis(ctx.settings.reconcile.interval_ms);
     let mut stop = stop_rx.clone();
-    tasks.spawn(async move {
-        let span = tracing::info_span!("reconcile");
-        let _enter = span.enter();
+    let reconcile = async move {
         loop {
             match reconciler.run_until_idle().await {
                 Ok(r) if r.changed > 0 => info!(
@@ -170,7 +170,8 @@ pub async fn run(ctx: Context) -> Result<(), AppError> {
                 _ = stop.changed() => break,
             }
         }
-    });
+    };
+    tasks.spawn(reconcile.instrument(tracing::info_span!("reconcile")));
 
     info!(networks = ?ctx.settings.enabled_networks(), database = ctx.store.dialect().as_str(), "paywatch running");
     shutdown_signal().await;

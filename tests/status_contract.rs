@@ -32,6 +32,8 @@ macro_rules! on_both_databases {
 }
 
 on_both_databases!(
+    a_reorg_that_shortens_the_chain_above_a_final_payment_keeps_it_paid,
+    a_reorg_replacing_the_final_block_lowers_finality_until_the_node_confirms_again,
     exact_payment_is_confirming_then_paid_once_final,
     topup_is_credited_once_final_and_not_before,
     // 1. split payments
@@ -2122,4 +2124,66 @@ async fn failed_transactions_never_count(b: Backend) {
     );
     assert_eq!(settlements(&h).await, 0);
     assert_eq!(h.balance("acct-1").await, 0);
+}
+
+async fn a_reorg_that_shortens_the_chain_above_a_final_payment_keeps_it_paid(b: Backend) {
+    let mut h = Harness::new(b, Network::Bitcoin, 3).await;
+    h.import_pool(1).await;
+    let intent = h.create("topup", "short-chain", "BTC", "100").await;
+    h.pay(&intent.address, Asset::Btc, intent.amount_due);
+    h.mine(3);
+    h.sync().await;
+    assert_eq!(h.intent(intent.id).await.status, Status::Paid);
+
+    // Two blocks above the payment are replaced by one: the node's own
+    // 3-confirmation final height drops below the payment's block, but that
+    // block never left the chain, so the payment stays final.
+    h.chain.reorg(2);
+    h.mine(1);
+    h.sync().await;
+    let i = h.intent(intent.id).await;
+    assert_eq!(i.status, Status::Paid);
+    assert_eq!(i.reversed_at_ms, None);
+    assert_eq!(h.balance("acct-1").await, 10_000);
+    assert_eq!(h.count("SELECT COUNT(*) FROM ledger_entries").await, 1);
+}
+
+async fn a_reorg_replacing_the_final_block_lowers_finality_until_the_node_confirms_again(
+    b: Backend,
+) {
+    let mut h = Harness::new(b, Network::Bitcoin, 2).await;
+    h.import_pool(1).await;
+    let intent = h.create("order", "replaced-final", "BTC", "100").await;
+    h.pay(&intent.address, Asset::Btc, intent.amount_due);
+    h.mine(2);
+    h.sync().await;
+    assert_eq!(h.intent(intent.id).await.status, Status::Paid);
+
+    // The payment's block is replaced, the payment re-mined in the new
+    // branch's first block: a reorg after finality. The credit is reversed for
+    // review, and the re-mined payment is not final until it has 2
+    // confirmations on the new branch.
+    h.chain.reorg_keeping_transactions(2);
+    h.mine(1);
+    h.sync().await;
+    let i = h.intent(intent.id).await;
+    assert_eq!(
+        (i.status, i.exception),
+        (Status::NeedsReview, Some(Exception::Reversed))
+    );
+    assert_eq!(i.amount_final, Amount::ZERO);
+    assert_eq!(i.amount_pending, intent.amount_due);
+    h.mine(1);
+    h.sync().await;
+    let i = h.intent(intent.id).await;
+    assert_eq!(
+        i.amount_final, intent.amount_due,
+        "final again on the new branch"
+    );
+    assert_eq!(
+        i.exception,
+        Some(Exception::Reversed),
+        "still support's to resolve"
+    );
+    assert_eq!(h.count("SELECT COUNT(*) FROM settlements").await, 1);
 }

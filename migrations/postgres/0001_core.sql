@@ -53,15 +53,22 @@ CREATE TABLE intents (
     settled_through  BIGINT,
     reversed_at      BIGINT,
     declared_paid_at BIGINT,
-    change_seq       BIGINT NOT NULL DEFAULT 1,
-    reconciled_seq   BIGINT NOT NULL DEFAULT 0,
     updated_at       BIGINT NOT NULL,
     CONSTRAINT intents_one_per_address UNIQUE (network, address)
 );
 CREATE INDEX intents_by_reference ON intents (kind, reference);
 CREATE INDEX intents_by_account ON intents (account);
 CREATE INDEX intents_open ON intents (status, expires_at);
-CREATE INDEX intents_dirty ON intents (id) WHERE change_seq > reconciled_seq;
+
+-- Addresses whose intents reconcile must look at again: written by ingest in
+-- the same transaction as the transfers, consumed by reconcile in the same
+-- transaction as its verdict. An insert-only queue keeps ingest from
+-- rewriting intent rows (and their indexes) on every transfer.
+CREATE TABLE reconcile_queue (
+    id      BIGSERIAL PRIMARY KEY,
+    network TEXT NOT NULL,
+    address TEXT NOT NULL
+);
 
 -- What happened to an intent, in order: creation, status changes, declarations.
 CREATE TABLE intent_events (

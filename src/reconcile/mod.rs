@@ -25,6 +25,8 @@ pub struct PassReport {
     pub changed: usize,
     pub settled: usize,
     pub reversed: usize,
+    /// Queue entries consumed, whether or not an intent was behind them.
+    pub claimed: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -59,7 +61,8 @@ impl Reconciler {
             total.changed += r.changed;
             total.settled += r.settled;
             total.reversed += r.reversed;
-            if r.examined == 0 {
+            total.claimed += r.claimed;
+            if r.examined == 0 && r.claimed == 0 {
                 return Ok(total);
             }
         }
@@ -76,10 +79,12 @@ impl Reconciler {
             .await?;
         let mut report = PassReport {
             examined: batch.intents.len(),
+            claimed: batch.claimed,
             ..PassReport::default()
         };
         if batch.intents.is_empty() {
-            tx.rollback().await?;
+            // Commit even so: the claimed queue entries had no intent to look at.
+            tx.commit().await?;
             return Ok(report);
         }
 
@@ -87,7 +92,7 @@ impl Reconciler {
             batch
                 .intents
                 .iter()
-                .map(|(i, _)| (i.method.network(), i.address.as_str())),
+                .map(|i| (i.method.network(), i.address.as_str())),
         );
         let seen: Vec<SeenTransfer> = batch.transfers.iter().map(|t| t.seen()).collect();
         let mut owners = Vec::with_capacity(seen.len());
@@ -100,7 +105,7 @@ impl Reconciler {
             groups.members.iter().map(|t| &seen[*t as usize]).collect();
 
         let facts = |position: usize, settled_by: Option<i64>| {
-            let intent = &batch.intents[position].0;
+            let intent = &batch.intents[position];
             IntentFacts {
                 id: intent.id,
                 method: intent.method,
@@ -133,7 +138,7 @@ impl Reconciler {
             .intents
             .iter()
             .enumerate()
-            .map(|(p, (i, _))| evaluate(&facts(p, settled_by(i))))
+            .map(|(p, i)| evaluate(&facts(p, settled_by(i))))
             .collect();
 
         // Settle in bulk; an intent that finds its reference taken by another
@@ -143,7 +148,7 @@ impl Reconciler {
             .iter()
             .zip(&evals)
             .filter(|(_, e)| e.settle)
-            .map(|((i, _), _)| i)
+            .map(|(i, _)| i)
             .collect();
         let settled = if candidates.is_empty() {
             Default::default()
@@ -157,7 +162,7 @@ impl Reconciler {
             .collect();
         if !lost.is_empty() {
             let holders = self.store.settlement_holders(&mut tx, &lost).await?;
-            for (p, (intent, _)) in batch.intents.iter().enumerate() {
+            for (p, intent) in batch.intents.iter().enumerate() {
                 if evals[p].settle && !settled.contains(&intent.id) {
                     evals[p] = evaluate(&facts(
                         p,
@@ -173,7 +178,7 @@ impl Reconciler {
             .iter()
             .zip(&evals)
             .filter(|(_, e)| e.reverse)
-            .map(|((i, _), _)| i)
+            .map(|(i, _)| i)
             .collect();
         self.store.post_reversals(&mut tx, &reversing, now).await?;
 
@@ -182,9 +187,8 @@ impl Reconciler {
             .iter()
             .zip(&evals)
             .enumerate()
-            .map(|(position, ((intent, seq), eval))| ReconcileWrite {
+            .map(|(position, (intent, eval))| ReconcileWrite {
                 intent,
-                seq: *seq,
                 eval,
                 paid_at_ms: if settled.contains(&intent.id) {
                     Some(now)

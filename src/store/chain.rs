@@ -250,6 +250,14 @@ impl Store {
                 ))
             })
             .transpose()?;
+        // The replaced heights are final again only when the node says so.
+        sqlx::query(
+            "UPDATE chain_state SET final_height = $2 WHERE network = $1 AND final_height > $2",
+        )
+        .bind(network.as_str())
+        .bind(to_i64(block.height.saturating_sub(1)))
+        .execute(&mut **tx)
+        .await?;
         self.set_cursor(
             tx,
             network,
@@ -277,7 +285,7 @@ impl Store {
         Ok(())
     }
 
-    /// Marks the intents at these addresses for another look by reconcile.
+    /// Queues the intents at these addresses for another look by reconcile.
     pub(crate) async fn touch_intents(
         &self,
         tx: &mut Tx,
@@ -296,7 +304,7 @@ impl Store {
         unique.dedup();
         let rows: Vec<Row<'_>> = unique.into_iter().map(|a| Row { a }).collect();
         let sql = format!(
-            "UPDATE intents SET change_seq = change_seq + 1 WHERE network = $2 AND address IN (SELECT a FROM {})",
+            "INSERT INTO reconcile_queue (network, address) SELECT $2, a FROM {}",
             self.dialect().rowset("$1", &[("a", Col::Text)])
         );
         let body = serde_json::to_string(&rows)
@@ -309,8 +317,11 @@ impl Store {
         Ok(())
     }
 
-    /// Records the node's tip and final height. When finality moves, the
-    /// intents waiting on it are marked for reconcile.
+    /// Records the node's tip and final height. The stored final height
+    /// only rises here: a block that stays on the chain stays final when a
+    /// reorg elsewhere shortens the node's chain. Only a disconnect lowers it
+    /// (see `disconnect_block`). When it rises, the intents waiting on
+    /// finality are queued for reconcile.
     pub async fn record_chain_progress(
         &self,
         network: Network,
@@ -327,24 +338,28 @@ impl Store {
             .map(|r| r.try_get("final_height"))
             .transpose()?
             .flatten();
+        let reported = to_i64(final_height);
+        let rises = previous.is_none_or(|p| reported > p);
         sqlx::query(
             "UPDATE chain_state SET tip_height = $2, final_height = $3, watcher_state = 'running', \
              last_error = NULL, updated_at = $4 WHERE network = $1",
         )
         .bind(network.as_str())
         .bind(to_i64(tip_height))
-        .bind(to_i64(final_height))
+        .bind(if rises { Some(reported) } else { previous })
         .bind(now_ms)
         .execute(&mut *tx)
         .await?;
-        if previous != Some(to_i64(final_height)) {
-            sqlx::query(
-                "UPDATE intents SET change_seq = change_seq + 1 \
-                 WHERE network = $1 AND status IN ('confirming', 'needs_review', 'paid')",
-            )
-            .bind(network.as_str())
-            .execute(&mut *tx)
-            .await?;
+        if rises {
+            let sql = self.sql(
+                "INSERT INTO reconcile_queue (network, address) SELECT network, address FROM intents \
+                 WHERE network = $1 AND (status = 'confirming' OR amount_pending <> NUM($2))",
+            );
+            sqlx::query(&sql)
+                .bind(network.as_str())
+                .bind("0")
+                .execute(&mut *tx)
+                .await?;
         }
         tx.commit().await?;
         Ok(())

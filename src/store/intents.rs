@@ -66,7 +66,7 @@ pub(crate) const INTENT_COLUMNS: &str = "id, kind, reference, account, asset, ne
     CAST(amount_due AS TEXT) AS amount_due, usd_cents, rate_usd, rate_source, rate_at, created_at, \
     expires_at, status, exception, reason, CAST(amount_final AS TEXT) AS amount_final, \
     CAST(amount_pending AS TEXT) AS amount_pending, CAST(amount_excess AS TEXT) AS amount_excess, \
-    paid_at, settled_through, reversed_at, declared_paid_at, change_seq";
+    paid_at, settled_through, reversed_at, declared_paid_at";
 
 pub(crate) fn intent_from_row(row: &AnyRow) -> Result<IntentRecord, StoreError> {
     let corrupt = |what: String| StoreError::Corrupt(what);
@@ -145,6 +145,12 @@ impl Store {
             .fetch_one(&mut **tx)
             .await?;
         let id: i64 = row.try_get("id")?;
+        // Reconcile gives every new intent its first verdict and reason.
+        sqlx::query("INSERT INTO reconcile_queue (network, address) VALUES ($1, $2)")
+            .bind(new.method.network().as_str())
+            .bind(new.address)
+            .execute(&mut **tx)
+            .await?;
         self.insert_intent_event(
             tx,
             id,

@@ -12,8 +12,9 @@ use crate::IntentKind;
 /// The intents reconcile looks at in one transaction, with what it needs.
 #[derive(Debug, Default)]
 pub(crate) struct ReconcileBatch {
-    /// Each intent with the change counter it was read at.
-    pub intents: Vec<(IntentRecord, i64)>,
+    pub intents: Vec<IntentRecord>,
+    /// Queue entries consumed: more work may be queued behind them.
+    pub claimed: usize,
     pub transfers: Vec<TransferRecord>,
     /// Which intent settled each reference, for the references in the batch.
     pub settled_by: HashMap<(IntentKind, String), i64>,
@@ -56,7 +57,6 @@ impl<'a> LedgerPosting<'a> {
 #[derive(Debug)]
 pub(crate) struct ReconcileWrite<'a> {
     pub intent: &'a IntentRecord,
-    pub seq: i64,
     pub eval: &'a Evaluation,
     pub paid_at_ms: Option<i64>,
     pub settled_through: Option<i64>,
@@ -80,29 +80,57 @@ impl Store {
         now_ms: i64,
         limit: i64,
     ) -> Result<ReconcileBatch, StoreError> {
+        #[derive(Serialize)]
+        struct Pair {
+            network: String,
+            address: String,
+        }
+        // Claim queued addresses; a rollback puts them back.
+        let sql = self.sql(
+            "DELETE FROM reconcile_queue WHERE id IN \
+               (SELECT id FROM reconcile_queue ORDER BY id LIMIT $1 SKIP_LOCKED) \
+             RETURNING network, address",
+        );
+        let mut pairs: Vec<Pair> = Vec::new();
+        for r in sqlx::query(&sql).bind(limit).fetch_all(&mut **tx).await? {
+            pairs.push(Pair {
+                network: r.try_get("network")?,
+                address: r.try_get("address")?,
+            });
+        }
+        pairs.sort_unstable_by(|a, b| (&a.network, &a.address).cmp(&(&b.network, &b.address)));
+        pairs.dedup_by(|a, b| a.network == b.network && a.address == b.address);
+
+        // Those intents, and the ones whose expiry passed, locked in id order.
         let sql = self.sql(&format!(
             "SELECT {INTENT_COLUMNS} FROM intents WHERE id IN \
-               (SELECT id FROM intents WHERE change_seq > reconciled_seq ORDER BY id LIMIT $1 SKIP_LOCKED) \
+               (SELECT intents.id FROM intents JOIN {} ON intents.network = v.network AND intents.address = v.address) \
              OR id IN \
-               (SELECT id FROM intents WHERE status = 'awaiting_payment' AND expires_at < $2 ORDER BY id LIMIT $1 SKIP_LOCKED) \
-             ORDER BY id"
+               (SELECT id FROM intents WHERE status = 'awaiting_payment' AND expires_at < $2 ORDER BY id LIMIT $3 SKIP_LOCKED) \
+             ORDER BY id FOR_UPDATE",
+            self.dialect().rowset("$1", &[("network", Col::Text), ("address", Col::Text)])
         ));
+        let body = serde_json::to_string(&pairs)
+            .map_err(|e| StoreError::Corrupt(format!("batch encoding: {e}")))?;
         let rows = sqlx::query(&sql)
-            .bind(limit)
+            .bind(body)
             .bind(now_ms)
+            .bind(limit)
             .fetch_all(&mut **tx)
             .await?;
-        let mut batch = ReconcileBatch::default();
+        let mut batch = ReconcileBatch {
+            claimed: pairs.len(),
+            ..ReconcileBatch::default()
+        };
         for r in &rows {
-            let seq: i64 = r.try_get("change_seq")?;
-            batch.intents.push((intent_from_row(r)?, seq));
+            batch.intents.push(intent_from_row(r)?);
         }
         if batch.intents.is_empty() {
             return Ok(batch);
         }
 
         let mut by_network: HashMap<Network, Vec<&str>> = HashMap::new();
-        for (i, _) in &batch.intents {
+        for i in &batch.intents {
             by_network
                 .entry(i.method.network())
                 .or_default()
@@ -113,11 +141,8 @@ impl Store {
             batch.transfers.extend(found);
         }
 
-        let mut references: Vec<&str> = batch
-            .intents
-            .iter()
-            .map(|(i, _)| i.reference.as_str())
-            .collect();
+        let mut references: Vec<&str> =
+            batch.intents.iter().map(|i| i.reference.as_str()).collect();
         references.sort_unstable();
         references.dedup();
         for chunk in references.chunks(500) {
@@ -310,7 +335,6 @@ impl Store {
             paid_at: Option<i64>,
             settled_through: Option<i64>,
             reversed_at: Option<i64>,
-            seq: i64,
         }
         #[derive(Serialize)]
         struct Event<'a> {
@@ -341,13 +365,12 @@ impl Store {
                 paid_at: w.paid_at_ms,
                 settled_through: w.settled_through,
                 reversed_at: w.reversed_at_ms,
-                seq: w.seq,
             })
             .collect();
         let sql = format!(
             "UPDATE intents SET status = v.status, exception = v.exception, reason = v.reason, \
              amount_final = v.amount_final, amount_pending = v.amount_pending, amount_excess = v.amount_excess, \
-             paid_at = v.paid_at, settled_through = v.settled_through, reversed_at = v.reversed_at, reconciled_seq = v.seq, updated_at = $2 \
+             paid_at = v.paid_at, settled_through = v.settled_through, reversed_at = v.reversed_at, updated_at = $2 \
              FROM {} WHERE intents.id = v.id",
             self.dialect().rowset(
                 "$1",
@@ -362,7 +385,6 @@ impl Store {
                     ("paid_at", Col::Int),
                     ("settled_through", Col::Int),
                     ("reversed_at", Col::Int),
-                    ("seq", Col::Int)
                 ]
             )
         );
