@@ -58,7 +58,8 @@ CREATE TABLE intents (
 );
 CREATE INDEX intents_by_reference ON intents (kind, reference);
 CREATE INDEX intents_by_account ON intents (account);
-CREATE INDEX intents_open ON intents (status, expires_at);
+-- Partial: an intent leaving awaiting_payment adds no entry here.
+CREATE INDEX intents_expiring ON intents (expires_at) WHERE status = 'awaiting_payment';
 
 -- Addresses whose intents reconcile must look at again: written by ingest in
 -- the same transaction as the transfers, consumed by reconcile in the same

@@ -125,14 +125,6 @@ pub(crate) fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-/// `$first, $first+1, …` for `count` placeholders, for IN lists.
-pub(crate) fn placeholders(first: usize, count: usize) -> String {
-    (first..first + count)
-        .map(|i| format!("${i}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 impl Store {
     /// Runs one statement outside any transaction (tests and admin tasks).
     pub async fn execute_raw(&self, sql: &str) -> Result<u64, StoreError> {

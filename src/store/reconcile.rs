@@ -5,7 +5,7 @@ use serde::Serialize;
 use sqlx::Row;
 
 use super::intents::{intent_from_row, INTENT_COLUMNS};
-use super::{placeholders, Col, Dialect, IntentRecord, Store, StoreError, TransferRecord, Tx};
+use super::{Col, Dialect, IntentRecord, Store, StoreError, TransferRecord, Tx};
 use crate::reconcile::Evaluation;
 use crate::IntentKind;
 
@@ -64,6 +64,18 @@ pub(crate) struct ReconcileWrite<'a> {
 }
 
 impl ReconcileWrite<'_> {
+    /// Anything stored about the intent differs from this evaluation.
+    fn differs(&self, reason: &str) -> bool {
+        let (i, e) = (self.intent, self.eval);
+        self.changed()
+            || i.reason.as_deref() != Some(reason)
+            || i.amount_final != e.amount_final
+            || i.amount_pending != e.amount_pending
+            || i.amount_excess != e.amount_excess
+            || i.settled_through != self.settled_through
+    }
+
+    /// The status, its exception, or the settlement changed: history-worthy.
     fn changed(&self) -> bool {
         self.eval.status != self.intent.status
             || self.eval.exception != self.intent.exception
@@ -101,69 +113,55 @@ impl Store {
         pairs.sort_unstable_by(|a, b| (&a.network, &a.address).cmp(&(&b.network, &b.address)));
         pairs.dedup_by(|a, b| a.network == b.network && a.address == b.address);
 
-        // Those intents, and the ones whose expiry passed, locked in id order.
+        // Those intents, locked in id order; then those whose expiry passed,
+        // skipping any another reconciler holds.
         let sql = self.sql(&format!(
             "SELECT {INTENT_COLUMNS} FROM intents WHERE id IN \
                (SELECT intents.id FROM intents JOIN {} ON intents.network = v.network AND intents.address = v.address) \
-             OR id IN \
-               (SELECT id FROM intents WHERE status = 'awaiting_payment' AND expires_at < $2 ORDER BY id LIMIT $3 SKIP_LOCKED) \
              ORDER BY id FOR_UPDATE",
             self.dialect().rowset("$1", &[("network", Col::Text), ("address", Col::Text)])
         ));
-        let body = serde_json::to_string(&pairs)
-            .map_err(|e| StoreError::Corrupt(format!("batch encoding: {e}")))?;
-        let rows = sqlx::query(&sql)
-            .bind(body)
-            .bind(now_ms)
-            .bind(limit)
-            .fetch_all(&mut **tx)
-            .await?;
+        let mut rows = Vec::new();
+        if !pairs.is_empty() {
+            rows = sqlx::query(&sql)
+                .bind(json(&pairs)?)
+                .fetch_all(&mut **tx)
+                .await?;
+        }
+        let sql = self.sql(&format!(
+            "SELECT {INTENT_COLUMNS} FROM intents WHERE status = 'awaiting_payment' AND expires_at < $1 \
+             ORDER BY id LIMIT $2 SKIP_LOCKED"
+        ));
+        rows.extend(
+            sqlx::query(&sql)
+                .bind(now_ms)
+                .bind(limit)
+                .fetch_all(&mut **tx)
+                .await?,
+        );
         let mut batch = ReconcileBatch {
             claimed: pairs.len(),
             ..ReconcileBatch::default()
         };
+        let mut ids = HashSet::new();
         for r in &rows {
-            batch.intents.push(intent_from_row(r)?);
+            let intent = intent_from_row(r)?;
+            if ids.insert(intent.id) {
+                batch.intents.push(intent);
+            }
         }
         if batch.intents.is_empty() {
             return Ok(batch);
         }
 
-        let mut by_network: HashMap<Network, Vec<&str>> = HashMap::new();
-        for i in &batch.intents {
-            by_network
-                .entry(i.method.network())
-                .or_default()
-                .push(i.address.as_str());
-        }
-        for (network, addresses) in by_network {
-            let found = self.transfers_to(tx, network, &addresses).await?;
-            batch.transfers.extend(found);
-        }
-
-        let mut references: Vec<&str> =
-            batch.intents.iter().map(|i| i.reference.as_str()).collect();
-        references.sort_unstable();
-        references.dedup();
-        for chunk in references.chunks(500) {
-            let sql = format!(
-                "SELECT kind, reference, intent_id FROM settlements WHERE reference IN ({})",
-                placeholders(1, chunk.len())
-            );
-            let mut q = sqlx::query(&sql);
-            for r in chunk {
-                q = q.bind(*r);
-            }
-            for row in q.fetch_all(&mut **tx).await? {
-                let kind: String = row.try_get("kind")?;
-                let kind = kind
-                    .parse()
-                    .map_err(|e| StoreError::Corrupt(format!("settlement kind: {e}")))?;
-                batch
-                    .settled_by
-                    .insert((kind, row.try_get("reference")?), row.try_get("intent_id")?);
-            }
-        }
+        let addresses: Vec<(Network, &str)> = batch
+            .intents
+            .iter()
+            .map(|i| (i.method.network(), i.address.as_str()))
+            .collect();
+        batch.transfers = self.transfers_to(tx, &addresses).await?;
+        let references: Vec<&IntentRecord> = batch.intents.iter().collect();
+        batch.settled_by = self.settlement_holders(tx, &references).await?;
 
         for row in sqlx::query("SELECT network, final_height FROM chain_state")
             .fetch_all(&mut **tx)
@@ -239,29 +237,41 @@ impl Store {
         Ok(settled)
     }
 
-    /// Which intent holds each of these references' settlement.
+    /// Which intent holds each of these intents' reference settlement.
     pub(crate) async fn settlement_holders(
         &self,
         tx: &mut Tx,
         intents: &[&IntentRecord],
     ) -> Result<HashMap<(IntentKind, String), i64>, StoreError> {
+        #[derive(Serialize)]
+        struct Key<'a> {
+            kind: &'a str,
+            reference: &'a str,
+        }
+        let keys: Vec<Key<'_>> = intents
+            .iter()
+            .map(|i| Key {
+                kind: i.kind.as_str(),
+                reference: &i.reference,
+            })
+            .collect();
+        let sql = format!(
+            "SELECT s.kind, s.reference, s.intent_id FROM settlements s \
+             JOIN {} ON s.kind = v.kind AND s.reference = v.reference",
+            self.dialect()
+                .rowset("$1", &[("kind", Col::Text), ("reference", Col::Text)])
+        );
         let mut out = HashMap::new();
-        for chunk in intents.chunks(500) {
-            let sql = format!(
-                "SELECT kind, reference, intent_id FROM settlements WHERE reference IN ({})",
-                placeholders(1, chunk.len())
-            );
-            let mut q = sqlx::query(&sql);
-            for i in chunk {
-                q = q.bind(&i.reference);
-            }
-            for row in q.fetch_all(&mut **tx).await? {
-                let kind: String = row.try_get("kind")?;
-                let kind = kind
-                    .parse()
-                    .map_err(|e| StoreError::Corrupt(format!("settlement kind: {e}")))?;
-                out.insert((kind, row.try_get("reference")?), row.try_get("intent_id")?);
-            }
+        for row in sqlx::query(&sql)
+            .bind(json(&keys)?)
+            .fetch_all(&mut **tx)
+            .await?
+        {
+            let kind: String = row.try_get("kind")?;
+            let kind = kind
+                .parse()
+                .map_err(|e| StoreError::Corrupt(format!("settlement kind: {e}")))?;
+            out.insert((kind, row.try_get("reference")?), row.try_get("intent_id")?);
         }
         Ok(out)
     }
@@ -351,9 +361,12 @@ impl Store {
             .iter()
             .map(|w| w.eval.reason.render(w.intent.method))
             .collect();
+        // An intent whose figures and reason are unchanged is not rewritten:
+        // finality moving queues every confirming intent on each block.
         let updates: Vec<Update<'_>> = writes
             .iter()
             .zip(&reasons)
+            .filter(|(w, reason)| w.differs(reason))
             .map(|(w, reason)| Update {
                 id: w.intent.id,
                 status: w.eval.status.as_str(),
@@ -388,11 +401,13 @@ impl Store {
                 ]
             )
         );
-        sqlx::query(&sql)
-            .bind(json(&updates)?)
-            .bind(now_ms)
-            .execute(&mut **tx)
-            .await?;
+        if !updates.is_empty() {
+            sqlx::query(&sql)
+                .bind(json(&updates)?)
+                .bind(now_ms)
+                .execute(&mut **tx)
+                .await?;
+        }
 
         let events: Vec<Event<'_>> = writes
             .iter()

@@ -1,8 +1,9 @@
 use paywatch_core::{Amount, AssetId, Network};
+use serde::Serialize;
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
-use super::{amount_col, placeholders, Store, StoreError, Tx};
+use super::{amount_col, Col, Store, StoreError, Tx};
 use crate::reconcile::SeenTransfer;
 
 /// A transfer as recorded by ingest.
@@ -105,23 +106,28 @@ impl Store {
     pub(crate) async fn transfers_to(
         &self,
         tx: &mut Tx,
-        network: Network,
-        addresses: &[&str],
+        addresses: &[(Network, &str)],
     ) -> Result<Vec<TransferRecord>, StoreError> {
-        let mut out = Vec::new();
-        for chunk in addresses.chunks(500) {
-            let sql = format!(
-                "SELECT {TRANSFER_COLUMNS} FROM transfers WHERE network = $1 AND to_address IN ({})",
-                placeholders(2, chunk.len())
-            );
-            let mut q = sqlx::query(&sql).bind(network.as_str());
-            for a in chunk {
-                q = q.bind(*a);
-            }
-            for r in q.fetch_all(&mut **tx).await? {
-                out.push(transfer_from_row(&r)?);
-            }
+        #[derive(Serialize)]
+        struct Key<'a> {
+            network: &'a str,
+            address: &'a str,
         }
-        Ok(out)
+        let keys: Vec<Key<'_>> = addresses
+            .iter()
+            .map(|(n, a)| Key {
+                network: n.as_str(),
+                address: a,
+            })
+            .collect();
+        let body = serde_json::to_string(&keys)
+            .map_err(|e| StoreError::Corrupt(format!("batch encoding: {e}")))?;
+        let sql = format!(
+            "SELECT {TRANSFER_COLUMNS} FROM transfers WHERE id IN (SELECT transfers.id FROM transfers \
+             JOIN {} ON transfers.network = v.network AND transfers.to_address = v.address)",
+            self.dialect().rowset("$1", &[("network", Col::Text), ("address", Col::Text)])
+        );
+        let rows = sqlx::query(&sql).bind(body).fetch_all(&mut **tx).await?;
+        rows.iter().map(transfer_from_row).collect()
     }
 }

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Runs every test: unit, property, the status contract on SQLite and
+# PostgreSQL, the CLI end to end, and doc tests; compiles the bench.
+#
+#   bash deploy/test.sh
+#
+# On a fresh Debian machine it installs what is missing (a C compiler,
+# PostgreSQL) and starts PostgreSQL. The PostgreSQL tests never skip: if the
+# server cannot be reached, this fails and says why.
+#
+# PAYWATCH_TEST_POSTGRES  server for the tests, without a database name
+#                         (default postgres://postgres@127.0.0.1:5432; when set,
+#                         nothing is installed or started, only checked).
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+
+say() { printf '==> %s\n' "$*" >&2; }
+die() {
+    printf '\ndeploy/test.sh: %s\n' "$*" >&2
+    exit 1
+}
+
+as_root() {
+    if [ "$(id -u)" = 0 ]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo "$@"
+    else
+        die "need root to run: $*"
+    fi
+}
+
+apt_updated=
+apt_install() {
+    command -v apt-get >/dev/null 2>&1 || die "cannot install $* (no apt-get); install it and run again"
+    if [ -z "$apt_updated" ]; then
+        as_root apt-get update
+        apt_updated=1
+    fi
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@"
+}
+
+# --- toolchain ---------------------------------------------------------------
+command -v cargo >/dev/null 2>&1 \
+    || die "cargo is not installed; install Rust 1.85 or newer (https://rustup.rs) and run again"
+if ! command -v cc >/dev/null 2>&1; then
+    say "installing a C compiler (SQLite and TLS are built from C)"
+    apt_install build-essential
+fi
+
+# --- PostgreSQL --------------------------------------------------------------
+pg_cluster_version() {
+    [ -d /etc/postgresql ] || return 0
+    find /etc/postgresql -mindepth 2 -maxdepth 2 -name main -type d \
+        | sed 's#^/etc/postgresql/\([^/]*\)/main$#\1#' | sort -V | tail -n 1
+}
+
+start_local_postgres() {
+    local version installed_now=
+    if ! command -v psql >/dev/null 2>&1 || [ -z "$(pg_cluster_version)" ]; then
+        say "installing PostgreSQL"
+        apt_install postgresql
+        installed_now=1
+    fi
+    version="$(pg_cluster_version)"
+    [ -n "$version" ] || die "PostgreSQL is installed but has no 'main' cluster under /etc/postgresql"
+
+    if [ -n "$installed_now" ]; then
+        # A fresh install only trusts local peers; the tests connect over TCP
+        # as postgres without a password, as on the CI and dev machines.
+        local hba="/etc/postgresql/$version/main/pg_hba.conf"
+        if ! as_root grep -q '^host all postgres 127.0.0.1/32 trust' "$hba"; then
+            say "allowing postgres@127.0.0.1 without a password (test machine) in $hba"
+            as_root sed -i '1i host all postgres 127.0.0.1/32 trust' "$hba"
+            if pg_isready -q -h 127.0.0.1 -p 5432; then
+                as_root pg_ctlcluster --skip-systemctl-redirect "$version" main reload
+            fi
+        fi
+    fi
+
+    if ! pg_isready -q -h 127.0.0.1 -p 5432; then
+        say "starting PostgreSQL $version"
+        as_root pg_ctlcluster --skip-systemctl-redirect "$version" main start \
+            || die "PostgreSQL $version main did not start; see /var/log/postgresql/"
+        for _ in $(seq 1 30); do
+            pg_isready -q -h 127.0.0.1 -p 5432 && break
+            sleep 1
+        done
+    fi
+    pg_isready -q -h 127.0.0.1 -p 5432 \
+        || die "PostgreSQL is not accepting connections at 127.0.0.1:5432 (pg_isready failed)"
+}
+
+if [ -z "${PAYWATCH_TEST_POSTGRES:-}" ]; then
+    export PAYWATCH_TEST_POSTGRES=postgres://postgres@127.0.0.1:5432
+    start_local_postgres
+elif ! command -v psql >/dev/null 2>&1; then
+    apt_install postgresql-client
+fi
+if ! pg_error="$(psql -w "$PAYWATCH_TEST_POSTGRES/postgres" -v ON_ERROR_STOP=1 -Atqc 'SELECT 1' 2>&1)"; then
+    die "PostgreSQL at $PAYWATCH_TEST_POSTGRES cannot be used by the tests:
+  $pg_error
+The tests need a role that can CREATE DATABASE, reachable without a password
+prompt. Start PostgreSQL, or set PAYWATCH_TEST_POSTGRES (e.g. postgres://user:pass@host:5432)."
+fi
+say "PostgreSQL: $PAYWATCH_TEST_POSTGRES"
+
+# --- format ------------------------------------------------------------------
+if cargo fmt --version >/dev/null 2>&1; then
+    say "cargo fmt --all -- --check"
+    cargo fmt --all -- --check || die "code is not formatted; run: cargo fmt --all"
+else
+    say "rustfmt is not installed; skipping the format check"
+fi
+
+# --- tests -------------------------------------------------------------------
+# Every target compiles, the bench included. The bench is not *run*: it has
+# its own main (harness = false) that measures for minutes; run it with
+# `cargo bench --bench core`. Plain `cargo test` runs everything else:
+# libraries, binaries, integration tests and doc tests.
+say "cargo test --workspace --all-targets --locked --no-run"
+cargo test --workspace --all-targets --locked --no-run
+say "cargo test --workspace --locked"
+cargo test --workspace --locked

@@ -1,0 +1,678 @@
+//! End to end through the real `paywatch` binary: the commands an operator
+//! and a storefront integration run, their output, their stable error codes
+//! and exit statuses, config layering, and `paywatch run` on a dev chain
+//! paying an intent and stopping cleanly on SIGTERM. On SQLite, and on
+//! PostgreSQL (a fresh database; PostgreSQL missing is a failure, not a skip).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use paywatch::store::Store;
+
+const PAYWATCH: &str = env!("CARGO_BIN_EXE_paywatch");
+
+const ETH_POOL: [&str; 3] = [
+    "0x52908400098527886e0f7030069857d2e4169ee7",
+    "0x8617e340b3d01fa5f11f306f4090fd50e238070d",
+    "0xde709f2102306220921060314715629080e2fb77",
+];
+const TRON_ADDRESS: &str = "TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t";
+const SOL_GOOD: [&str; 2] = [
+    "9WzDXwBbmkg8ZTbNMqUxvQRAyrZzDsGYdLVL9zYtAWWM",
+    "4Nd1mBQtrMJVYVfKf2PJy9NZUZdTAsp7D4xWLs4gDB4T",
+];
+const BTC_POOL: [&str; 3] = [
+    "bcrt1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq",
+    "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080",
+    "bcrt1qrp33g0q5c5txsp9arysrx4k6zdkfs4nce4xj0g",
+];
+
+/// A `paywatch` command with `config`, isolated from the caller's PAYWATCH
+/// variables so only what a test sets applies.
+fn paywatch(config: &Path) -> Command {
+    let mut cmd = Command::new(PAYWATCH);
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("PAYWATCH") {
+            cmd.env_remove(key);
+        }
+    }
+    cmd.env("RUST_LOG", "info,sqlx=warn")
+        .env("RUST_BACKTRACE", "0")
+        .arg("--config")
+        .arg(config);
+    cmd
+}
+
+struct Ran {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Ran {
+    fn from(what: String, out: Output) -> Ran {
+        let ran = Ran {
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        };
+        eprintln!("$ paywatch {what}\n  -> {:?}", ran.code);
+        ran
+    }
+
+    /// Exit 0; returns stdout.
+    fn ok(self) -> String {
+        assert_eq!(
+            self.code,
+            Some(0),
+            "expected success\nstdout:\n{}\nstderr:\n{}",
+            self.stdout,
+            self.stderr
+        );
+        self.stdout
+    }
+
+    /// A non-zero exit whose stderr reports `Error: <code>:`; returns stderr.
+    fn fails_with(self, code: &str) -> String {
+        assert!(
+            matches!(self.code, Some(c) if c != 0),
+            "expected a failure with {code}, got {:?}\nstdout:\n{}\nstderr:\n{}",
+            self.code,
+            self.stdout,
+            self.stderr
+        );
+        assert!(
+            self.stderr.contains(&format!("Error: {code}:")),
+            "stderr does not report {code}:\n{}",
+            self.stderr
+        );
+        self.stderr
+    }
+
+    /// A non-zero exit; returns stderr.
+    fn fails(self) -> String {
+        assert!(
+            matches!(self.code, Some(c) if c != 0),
+            "expected a failure, got {:?}\nstdout:\n{}\nstderr:\n{}",
+            self.code,
+            self.stdout,
+            self.stderr
+        );
+        self.stderr
+    }
+}
+
+fn run(config: &Path, args: &[&str]) -> Ran {
+    let out = paywatch(config)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("paywatch runs");
+    Ran::from(args.join(" "), out)
+}
+
+fn sqlite_url(path: &Path) -> String {
+    format!("sqlite://{}", path.display())
+}
+
+fn write(path: &Path, text: &str) -> PathBuf {
+    fs::write(path, text).expect("write file");
+    path.to_owned()
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// A fresh, empty PostgreSQL database on the test server.
+fn fresh_postgres_database() -> String {
+    let admin = std::env::var("PAYWATCH_TEST_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".to_owned());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let name = format!("pwcli_{}_{nanos}", std::process::id());
+    runtime().block_on(async {
+        let store = Store::connect(&format!("{admin}/postgres"))
+            .await
+            .unwrap_or_else(|e| {
+                panic!(
+                    "PostgreSQL is required for these tests ({admin}): {e}. \
+                     Start it or set PAYWATCH_TEST_POSTGRES."
+                )
+            });
+        store
+            .execute_raw(&format!("CREATE DATABASE {name}"))
+            .await
+            .expect("create test database");
+        store.close().await;
+    });
+    format!("{admin}/{name}")
+}
+
+/// One count straight from the database, behind the CLI's back.
+fn count(url: &str, sql: &str) -> i64 {
+    runtime().block_on(async {
+        let store = Store::connect(url).await.expect("connect");
+        let n = store.count_raw(sql).await.expect(sql);
+        store.close().await;
+        n
+    })
+}
+
+/// The id on the first line of `intent create`/`intent show` output.
+fn intent_id(stdout: &str) -> String {
+    let first = stdout.lines().next().unwrap_or_default();
+    let mut words = first.split_whitespace();
+    assert_eq!(words.next(), Some("intent"), "unexpected output: {stdout}");
+    let id = words.next().expect("an id").to_owned();
+    assert!(id.parse::<i64>().is_ok(), "unexpected output: {stdout}");
+    id
+}
+
+fn create(
+    config: &Path,
+    kind: &str,
+    reference: &str,
+    asset: &str,
+    network: &str,
+    usd: &str,
+) -> Ran {
+    run(
+        config,
+        &[
+            "intent",
+            "create",
+            "--kind",
+            kind,
+            "--reference",
+            reference,
+            "--account",
+            "acct-1",
+            "--asset",
+            asset,
+            "--network",
+            network,
+            "--usd",
+            usd,
+        ],
+    )
+}
+
+/// The commands and error contract, against the database at `url`.
+fn cli_contract(url: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        &dir.path().join("paywatch.toml"),
+        &format!(
+            r#"
+[database]
+url = "{url}"
+
+[rates.fixed]
+ETH = "2500"
+TRX = "0.25"
+SOL = "200"
+# no BTC rate: creating a BTC intent must fail with rate_unavailable
+
+[networks.bitcoin]
+enabled = true
+[networks.ethereum]
+enabled = true
+[networks.tron]
+enabled = true
+[networks.solana]
+enabled = true
+"#
+        ),
+    );
+    let c = config.as_path();
+    let dialect = if url.starts_with("postgres") {
+        "postgres"
+    } else {
+        "sqlite"
+    };
+
+    // Migrations: a second run finds nothing to do and succeeds.
+    for _ in 0..2 {
+        let out = run(c, &["migrate"]).ok();
+        assert_eq!(out.trim(), format!("migrations applied ({dialect})"));
+    }
+
+    // An empty database lists no transfers.
+    assert_eq!(run(c, &["transfers", "list"]).ok(), "");
+
+    // Pool import: counts, then idempotent re-import.
+    let eth = write(
+        &dir.path().join("eth.txt"),
+        &format!(
+            "# ethereum pool\n{}\n\n{}\n{}\n",
+            ETH_POOL[0], ETH_POOL[1], ETH_POOL[2]
+        ),
+    );
+    let eth = eth.to_str().unwrap();
+    let import = |network: &str, file: &str| {
+        run(
+            c,
+            &["addresses", "import", "--network", network, "--file", file],
+        )
+    };
+    assert_eq!(
+        import("ethereum", eth).ok().trim(),
+        "ethereum: 3 added, 0 already present, 3 free"
+    );
+    assert_eq!(
+        import("ethereum", eth).ok().trim(),
+        "ethereum: 0 added, 3 already present, 3 free"
+    );
+
+    // One bad line: the file is named with the line, and nothing is imported.
+    let bad = write(
+        &dir.path().join("sol-bad.txt"),
+        &format!(
+            "# solana\n{}\nnot-an-address!\n{}\n",
+            SOL_GOOD[0], SOL_GOOD[1]
+        ),
+    );
+    let bad = bad.to_str().unwrap();
+    let stderr = import("solana", bad).fails();
+    assert!(
+        stderr.contains(&format!(
+            "{bad}:3: 'not-an-address!' is not a solana address"
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("nothing imported"), "{stderr}");
+    assert_eq!(
+        count(
+            url,
+            "SELECT COUNT(*) FROM addresses WHERE network = 'solana'"
+        ),
+        0
+    );
+    let good = write(
+        &dir.path().join("sol.txt"),
+        &format!("{}\n{}\n", SOL_GOOD[0], SOL_GOOD[1]),
+    );
+    assert_eq!(
+        import("solana", good.to_str().unwrap()).ok().trim(),
+        "solana: 2 added, 0 already present, 2 free",
+        "the bad file must have imported nothing"
+    );
+
+    // A tron pool of one address.
+    let tron = write(&dir.path().join("tron.txt"), &format!("{TRON_ADDRESS}\n"));
+    assert_eq!(
+        import("tron", tron.to_str().unwrap()).ok().trim(),
+        "tron: 1 added, 0 already present, 1 free"
+    );
+
+    // Success: the address to pay and the exact amount.
+    let out = create(c, "order", "order-1", "ETH", "ethereum", "25").ok();
+    let order_id = intent_id(&out);
+    assert!(
+        out.contains(&format!("pay 0.01 ETH on ethereum to {}", ETH_POOL[0])),
+        "{out}"
+    );
+    assert!(
+        out.contains("due 10000000000000000 base units (25 USD at 2500 USD/ETH, fixed)"),
+        "{out}"
+    );
+    assert!(out.contains("status awaiting_payment"), "{out}");
+    let out = create(c, "topup", "topup-1", "USDT", "tron", "100").ok();
+    assert!(
+        out.contains(&format!("pay 100 USDT on tron to {TRON_ADDRESS}")),
+        "{out}"
+    );
+    let topup_id = intent_id(&out);
+
+    let intents_before = count(url, "SELECT COUNT(*) FROM intents");
+    let issued_before = count(
+        url,
+        "SELECT COUNT(*) FROM addresses WHERE issued_at IS NOT NULL",
+    );
+    assert_eq!((intents_before, issued_before), (2, 2));
+
+    // Errors: stable codes on stderr, non-zero exit, nothing written.
+    let stderr = create(c, "order", "order-2", "USDC", "tron", "10").fails_with("method_unknown");
+    assert!(stderr.contains("USDC"), "{stderr}");
+    let stderr =
+        create(c, "order", "order-3", "ETH", "ethereum", "10.001").fails_with("amount_invalid");
+    assert!(stderr.contains("usd_amount"), "{stderr}");
+    let stderr =
+        create(c, "order", "order-4", "BTC", "bitcoin", "10").fails_with("rate_unavailable");
+    assert!(stderr.contains("BTC"), "{stderr}");
+    let stderr =
+        create(c, "topup", "topup-2", "USDT", "tron", "100").fails_with("no_address_available");
+    assert!(stderr.contains("tron"), "{stderr}");
+    assert_eq!(count(url, "SELECT COUNT(*) FROM intents"), intents_before);
+    assert_eq!(
+        count(
+            url,
+            "SELECT COUNT(*) FROM addresses WHERE issued_at IS NOT NULL"
+        ),
+        issued_before
+    );
+    run(
+        c,
+        &[
+            "intent",
+            "show",
+            "--kind",
+            "topup",
+            "--reference",
+            "topup-2",
+        ],
+    )
+    .fails_with("not_found");
+    run(c, &["intent", "show", "9999"]).fails_with("not_found");
+
+    // Show by id and by reference.
+    let out = run(c, &["intent", "show", &order_id]).ok();
+    assert_eq!(intent_id(&out), order_id);
+    assert!(out.contains("created awaiting_payment"), "{out}");
+    let out = run(
+        c,
+        &[
+            "intent",
+            "show",
+            "--kind",
+            "topup",
+            "--reference",
+            "topup-1",
+        ],
+    )
+    .ok();
+    assert_eq!(intent_id(&out), topup_id);
+
+    // A customer's declaration is recorded but proves nothing.
+    let out = run(
+        c,
+        &[
+            "intent",
+            "declare-paid",
+            &order_id,
+            "--note",
+            "sent from my wallet",
+        ],
+    )
+    .ok();
+    assert!(
+        out.contains(&format!("recorded: intent {order_id} declared paid")),
+        "{out}"
+    );
+    let out = run(c, &["intent", "show", &order_id]).ok();
+    assert!(out.contains("declared_paid"), "{out}");
+    assert!(out.contains("status awaiting_payment"), "{out}");
+    assert_eq!(count(url, "SELECT COUNT(*) FROM payment_declarations"), 1);
+    run(c, &["intent", "declare-paid", "9999"]).fails_with("not_found");
+
+    // Still no transfers: nothing watched a chain.
+    assert_eq!(run(c, &["transfers", "list"]).ok(), "");
+}
+
+#[test]
+fn cli_contract_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    cli_contract(&sqlite_url(&dir.path().join("paywatch.db")));
+}
+
+#[test]
+fn cli_contract_on_postgres() {
+    cli_contract(&fresh_postgres_database());
+}
+
+#[test]
+fn the_environment_overrides_the_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let from_file = dir.path().join("from-file.db");
+    let from_env = dir.path().join("from-env.db");
+    let config = write(
+        &dir.path().join("paywatch.toml"),
+        &format!("[database]\nurl = \"{}\"\n", sqlite_url(&from_file)),
+    );
+    let out = paywatch(&config)
+        .env("PAYWATCH__DATABASE__URL", sqlite_url(&from_env))
+        .arg("migrate")
+        .output()
+        .unwrap();
+    assert_eq!(
+        Ran::from("migrate".into(), out).ok().trim(),
+        "migrations applied (sqlite)"
+    );
+    assert!(from_env.exists(), "the variable's database was not used");
+    assert!(!from_file.exists(), "the file's database was used");
+
+    // Without the variable, the file applies.
+    run(&config, &["migrate"]).ok();
+    assert!(from_file.exists());
+}
+
+#[test]
+fn a_bad_config_value_names_its_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sqlite_url(&dir.path().join("paywatch.db"));
+    let cases = [
+        ("[intents]\nexpiry_secs = 0\n", "intents.expiry_secs"),
+        (
+            "[networks.bitcoin]\nconfirmations = 0\n",
+            "networks.bitcoin",
+        ),
+        ("[rates]\nsource = \"magic\"\n", "rates.source"),
+        ("[rates.fixed]\nBTC = \"cheap\"\n", "rates.fixed.BTC"),
+        ("[networks.dogecoin]\nenabled = true\n", "networks.dogecoin"),
+    ];
+    for (snippet, key) in cases {
+        let config = write(
+            &dir.path().join("bad.toml"),
+            &format!("[database]\nurl = \"{db}\"\n\n{snippet}"),
+        );
+        let stderr = run(&config, &["migrate"]).fails();
+        assert!(
+            stderr.contains("configuration") && stderr.contains(key),
+            "{snippet}: stderr does not name {key}:\n{stderr}"
+        );
+    }
+    assert!(
+        !dir.path().join("paywatch.db").exists(),
+        "a bad config must stop before touching the database"
+    );
+
+    // A chain source this build does not have is refused by `run`, by key.
+    let config = write(
+        &dir.path().join("source.toml"),
+        &format!(
+            "[database]\nurl = \"{db}\"\n\n[networks.bitcoin]\nenabled = true\nsource = \"bitcoind\"\n"
+        ),
+    );
+    let stderr = run(&config, &["run"]).fails();
+    assert!(
+        stderr.contains("networks.bitcoin.source = 'bitcoind'"),
+        "{stderr}"
+    );
+}
+
+/// `paywatch run` in the background, logging to a file; killed if a test
+/// fails before stopping it.
+struct Daemon {
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+impl Daemon {
+    fn start(config: &Path, log: PathBuf) -> Daemon {
+        let file = fs::File::create(&log).unwrap();
+        let child = paywatch(config)
+            .arg("run")
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .spawn()
+            .expect("paywatch run starts");
+        Daemon {
+            child: Some(child),
+            log,
+        }
+    }
+
+    fn log(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGTERM, then the exit status within `within`.
+    fn terminate(mut self, within: Duration) -> std::process::ExitStatus {
+        let mut child = self.child.take().unwrap();
+        let pid = child.id().to_string();
+        let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(killed.success(), "kill -TERM {pid} failed");
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "paywatch run did not stop within {within:?} of SIGTERM\nlog:\n{}",
+                    self.log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Polls `intent show id` until its status line reads `status paid`.
+fn wait_until_paid(config: &Path, id: &str, daemon: &Daemon, within: Duration) -> String {
+    let deadline = Instant::now() + within;
+    loop {
+        let out = paywatch(config)
+            .args(["intent", "show", id])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        if stdout.lines().any(|l| l.trim() == "status paid") {
+            return stdout;
+        }
+        if Instant::now() > deadline {
+            panic!(
+                "intent {id} not paid within {within:?}\nlast show:\n{stdout}\ndaemon log:\n{}",
+                daemon.log()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+#[test]
+fn run_on_a_dev_chain_pays_intents_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        &dir.path().join("paywatch.toml"),
+        &format!(
+            r#"
+[database]
+url = "{}"
+
+[rates.fixed]
+BTC = "50000"
+
+[reconcile]
+interval_ms = 200
+
+[networks.bitcoin]
+enabled = true
+source = "devchain"
+confirmations = 2
+poll_interval_ms = 200
+
+[devchain]
+block_secs = 1
+autopay = true
+"#,
+            sqlite_url(&dir.path().join("paywatch.db"))
+        ),
+    );
+    let c = config.as_path();
+    let pool = write(&dir.path().join("btc.txt"), &BTC_POOL.join("\n"));
+    run(
+        c,
+        &[
+            "addresses",
+            "import",
+            "--network",
+            "bitcoin",
+            "--file",
+            pool.to_str().unwrap(),
+        ],
+    )
+    .ok();
+    let first = intent_id(&create(c, "order", "run-1", "BTC", "bitcoin", "50").ok());
+
+    let daemon = Daemon::start(c, dir.path().join("run-1.log"));
+    let shown = wait_until_paid(c, &first, &daemon, Duration::from_secs(40));
+    assert!(shown.contains("received final 0.001 pending 0"), "{shown}");
+    let status = daemon.terminate(Duration::from_secs(10));
+    assert!(status.success(), "paywatch run exited with {status}");
+
+    let out = run(c, &["status"]).ok();
+    assert!(out.starts_with("bitcoin: "), "{out}");
+    let transfers = run(c, &["transfers", "list"]).ok();
+    assert_eq!(transfers.lines().count(), 1, "{transfers}");
+    assert!(
+        transfers.contains(&format!("-> {} 100000 BTC", BTC_POOL[0]))
+            && transfers.ends_with("ok\n"),
+        "{transfers}"
+    );
+
+    // A restart carries on from the stored chain: earlier payments stand, and
+    // an intent created by another process while it runs is watched and paid.
+    let daemon = Daemon::start(c, dir.path().join("run-2.log"));
+    let second = intent_id(&create(c, "order", "run-2", "BTC", "bitcoin", "25").ok());
+    wait_until_paid(c, &second, &daemon, Duration::from_secs(40));
+    let status = daemon.terminate(Duration::from_secs(10));
+    assert!(status.success(), "paywatch run exited with {status}");
+
+    let shown = run(c, &["intent", "show", &first]).ok();
+    assert!(
+        shown.lines().any(|l| l.trim() == "status paid") && !shown.contains("needs_review"),
+        "the restart disturbed an earlier payment:\n{shown}"
+    );
+    let transfers = run(c, &["transfers", "list"]).ok();
+    assert_eq!(transfers.lines().count(), 2, "{transfers}");
+    assert!(transfers.lines().all(|l| l.ends_with(" ok")), "{transfers}");
+}
+
+#[test]
+fn the_production_example_config_is_valid() {
+    let dir = tempfile::tempdir().unwrap();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/production.example.toml");
+    let out = paywatch(&example)
+        .env(
+            "PAYWATCH__DATABASE__URL",
+            sqlite_url(&dir.path().join("paywatch.db")),
+        )
+        .arg("migrate")
+        .output()
+        .unwrap();
+    assert_eq!(
+        Ran::from("migrate".into(), out).ok().trim(),
+        "migrations applied (sqlite)"
+    );
+}
