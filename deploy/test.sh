@@ -106,6 +106,15 @@ The tests need a role that can CREATE DATABASE, reachable without a password
 prompt. Start PostgreSQL, or set PAYWATCH_TEST_POSTGRES (e.g. postgres://user:pass@host:5432)."
 fi
 say "PostgreSQL: $PAYWATCH_TEST_POSTGRES"
+# Each test makes its own database; drop what earlier runs left behind.
+stale="$(psql -w "$PAYWATCH_TEST_POSTGRES/postgres" -Atqc \
+    "SELECT datname FROM pg_database WHERE datname ~ '^(pwtest|pwcli|pwbench)_'" 2>/dev/null || true)"
+if [ -n "$stale" ]; then
+    say "dropping $(printf '%s\n' "$stale" | wc -l) test database(s) left by earlier runs"
+    printf '%s\n' "$stale" | while read -r db; do
+        psql -w "$PAYWATCH_TEST_POSTGRES/postgres" -qc "DROP DATABASE IF EXISTS \"$db\"" >/dev/null 2>&1 || true
+    done
+fi
 
 # --- format ------------------------------------------------------------------
 if cargo fmt --version >/dev/null 2>&1; then
@@ -123,4 +132,19 @@ fi
 say "cargo test --workspace --all-targets --locked --no-run"
 cargo test --workspace --all-targets --locked --no-run
 say "cargo test --workspace --locked"
-cargo test --workspace --locked
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+set +e
+cargo test --workspace --locked 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+# One closing line for the whole run: cargo ends on the doc tests' summary,
+# which says nothing of the hundreds of tests before it.
+passed=$(grep -E '^test result: ' "$log" | grep -Eo '[0-9]+ passed' | awk '{s += $1} END {print s + 0}')
+failed=$(grep -E '^test result: ' "$log" | grep -Eo '[0-9]+ failed' | awk '{s += $1} END {print s + 0}')
+if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then
+    failed=1 # a build error or crash before any summary
+fi
+echo
+echo "paywatch: $passed passed, $failed failed"
+exit "$status"

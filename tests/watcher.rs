@@ -143,7 +143,7 @@ async fn a_node_outage_leaves_the_watcher_degraded_then_it_recovers_without_loss
 
     let tip = h.chain.height();
     wait_for(&h, "recovery", |s| {
-        s.watcher_state == "running" && s.cursor_height == Some(tip)
+        s.watcher_state == "running" && s.cursor_height == Some(tip) && s.final_height == Some(tip)
     })
     .await;
     h.reconciler.run_until_idle().await.unwrap();

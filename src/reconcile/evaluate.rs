@@ -2,18 +2,23 @@
 //! Reconcile recomputes from scratch every time, so a reorg before finality
 //! simply yields whatever the remaining transfers say.
 
-use paywatch_core::{Amount, AssetId, Method, Network};
+use paywatch_core::{Amount, Asset, Method, Network};
 
 use super::{Exception, Status};
 
-/// A transfer as reconcile sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SeenTransfer {
+/// A transfer as reconcile sees it: plain data, copied next to its intent's
+/// other transfers so the status machine reads memory in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeenTransfer<'a> {
     /// The transfer's row id: rows are numbered in the order ingest recorded them.
     pub id: i64,
     pub network: Network,
-    pub asset: AssetId,
-    pub txid: String,
+    /// `None` for a token that is none of the payment methods.
+    pub asset: Option<Asset>,
+    pub txid: &'a str,
+    /// A cheap digest of `txid`, so telling two payments apart rarely has
+    /// to read the strings; equal digests are confirmed on the strings.
+    pub txid_digest: u64,
     pub index: u32,
     pub amount: Amount,
     pub success: bool,
@@ -39,7 +44,7 @@ pub struct IntentFacts<'a> {
     pub reversed: bool,
     /// Another intent already settled the same reference.
     pub reference_settled_by: Option<i64>,
-    pub transfers: &'a [&'a SeenTransfer],
+    pub transfers: &'a [SeenTransfer<'a>],
     /// The network's final height; `None` until the watcher reported one.
     pub final_height: Option<u64>,
     pub now_ms: i64,
@@ -99,8 +104,9 @@ pub enum Reason {
         due: u128,
     },
     ExpiredUnpaid,
+    /// The row ids of the transfers of another asset.
     WrongAsset {
-        arrivals: Vec<(AssetId, Network, String, Amount)>,
+        transfers: Vec<i64>,
     },
     AfterSettlement {
         extra: u128,
@@ -121,7 +127,8 @@ pub enum Reason {
 
 impl Reason {
     /// A sentence a support agent can act on.
-    pub fn render(&self, method: Method) -> String {
+    /// `describe` names a transfer by row id, for the reasons that list them.
+    pub fn render(&self, method: Method, describe: impl Fn(i64) -> Option<String>) -> String {
         let coin = |v: u128| {
             format!(
                 "{} {}",
@@ -149,10 +156,10 @@ impl Reason {
                 format!("{} of {} arrived after the intent expired", coin(*late), coin(*due))
             }
             Reason::ExpiredUnpaid => "expired without payment".to_owned(),
-            Reason::WrongAsset { arrivals } => {
-                let list: Vec<String> = arrivals
+            Reason::WrongAsset { transfers } => {
+                let list: Vec<String> = transfers
                     .iter()
-                    .map(|(asset, network, txid, amount)| format!("{amount} base units of {} on {network} in {txid}", asset.code()))
+                    .map(|id| describe(*id).unwrap_or_else(|| format!("transfer {id}")))
                     .collect();
                 format!("money other than {method} arrived at the address: {}", list.join("; "))
             }
@@ -199,14 +206,9 @@ impl Sums {
 
 pub fn evaluate(f: &IntentFacts<'_>) -> Evaluation {
     let mut sums = Sums::default();
-    let mut foreign: Vec<&SeenTransfer> = Vec::new();
-    for t in f
-        .transfers
-        .iter()
-        .copied()
-        .filter(|t| !t.orphaned && t.success)
-    {
-        let ours = t.network == f.method.network() && t.asset == AssetId::Known(f.method.asset());
+    let mut foreign: Vec<&SeenTransfer<'_>> = Vec::new();
+    for t in f.transfers.iter().filter(|t| !t.orphaned && t.success) {
+        let ours = t.network == f.method.network() && t.asset == Some(f.method.asset());
         if !ours {
             foreign.push(t);
             continue;
@@ -250,7 +252,7 @@ type Decision = (Status, Option<Exception>, Reason, bool, bool);
 fn decide(
     f: &IntentFacts<'_>,
     s: &Sums,
-    foreign: &[&SeenTransfer],
+    foreign: &[&SeenTransfer<'_>],
     due: u128,
     due_min: u128,
     excess: u128,
@@ -258,10 +260,7 @@ fn decide(
     use Exception as X;
     use Status as S;
     let wrong_asset = || Reason::WrongAsset {
-        arrivals: foreign
-            .iter()
-            .map(|t| (t.asset.clone(), t.network, t.txid.clone(), t.amount))
-            .collect(),
+        transfers: foreign.iter().map(|t| t.id).collect(),
     };
     let paid = |settle: bool| -> Decision {
         if !foreign.is_empty() {
@@ -437,22 +436,44 @@ fn decide(
 /// Whether this payment was first recorded after the settlement: a later
 /// row that is not a re-sighting (after a reorg) of a payment known then.
 /// Row order, unlike clocks, cannot be skewed by a miner or another machine.
-fn recorded_after(t: &SeenTransfer, through: i64, all: &[&SeenTransfer]) -> bool {
-    t.id > through
-        && !all
-            .iter()
-            .any(|o| o.id <= through && o.index == t.index && o.txid == t.txid)
+fn recorded_after(t: &SeenTransfer<'_>, through: i64, all: &[SeenTransfer<'_>]) -> bool {
+    t.id > through && (all.len() == 1 || !all.iter().any(|o| o.id <= through && same_payment(o, t)))
 }
 
 /// The earlier of when the payment was first seen, in any block including
 /// orphaned ones, and its block time: downtime or a reorg that re-mines a
 /// payment does not make a timely payment late.
-fn received_at(t: &SeenTransfer, all: &[&SeenTransfer]) -> i64 {
-    let first_seen = all
-        .iter()
-        .filter(|o| o.index == t.index && o.txid == t.txid)
-        .map(|o| o.first_seen_ms)
-        .min()
-        .unwrap_or(t.first_seen_ms);
+fn received_at(t: &SeenTransfer<'_>, all: &[SeenTransfer<'_>]) -> i64 {
+    let first_seen = if all.len() == 1 {
+        t.first_seen_ms
+    } else {
+        all.iter()
+            .filter(|o| same_payment(o, t))
+            .map(|o| o.first_seen_ms)
+            .min()
+            .unwrap_or(t.first_seen_ms)
+    };
     first_seen.min(t.block_time_ms)
+}
+
+fn same_payment(a: &SeenTransfer<'_>, b: &SeenTransfer<'_>) -> bool {
+    a.index == b.index
+        && a.txid_digest == b.txid_digest
+        && (std::ptr::eq(a.txid, b.txid) || a.txid == b.txid)
+}
+
+/// The digest for [`SeenTransfer::txid_digest`]: eight bytes at a time,
+/// plenty to tell txids apart before comparing them.
+pub fn txid_digest(txid: &str) -> u64 {
+    let mut words = txid.as_bytes().chunks_exact(8);
+    let mut h = txid.len() as u64;
+    for w in &mut words {
+        h = (h ^ u64::from_le_bytes(w.try_into().expect("8 bytes")))
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            .rotate_left(29);
+    }
+    for b in words.remainder() {
+        h = (h ^ u64::from(*b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    h ^ (h >> 32)
 }

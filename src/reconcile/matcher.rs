@@ -14,18 +14,19 @@ use paywatch_core::Network;
 
 /// Index from (network, address) to an intent's position in a batch.
 ///
-/// Keys are SipHash digests under two secret per-process keys, 128 bits in
-/// all: telling two addresses apart by digest fails with probability 2^-128
-/// per pair, and an outsider cannot aim for it without the keys. Reconcile
-/// only groups rows the database already selected by exact address, so the
-/// digest never decides whether money reaches an intent, only which of the
-/// batch's own intents a row is grouped with.
+/// Keys are 128-bit digests under a per-process random seed. Reconcile only
+/// groups rows the database already selected by exact address, and the
+/// addresses are paywatch's own (derived or imported), not chosen by payers;
+/// so the digest never decides whether money reaches an intent, only which of
+/// the batch's own intents a row is grouped with, and a collision needs two of
+/// our addresses to agree on 128 seeded bits. That allows a fast mixing hash
+/// where the watch set, which sees payers' addresses, uses SipHash.
 #[derive(Debug)]
 pub struct Matcher {
     slots: Vec<Slot>,
     mask: usize,
     len: usize,
-    keys: (RandomState, RandomState),
+    seed: (u64, u64),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -53,7 +54,7 @@ impl Matcher {
             ],
             mask: capacity - 1,
             len: 0,
-            keys: (RandomState::new(), RandomState::new()),
+            seed: random_seed(),
         };
         for (position, (network, address)) in intents.enumerate() {
             let (hi, lo) = m.digest(network, address);
@@ -138,16 +139,53 @@ impl Matcher {
         }
     }
 
+    /// Two independently seeded lanes over the address's 8-byte words,
+    /// each finished with the murmur3 avalanche.
     #[inline]
     fn digest(&self, network: Network, address: &str) -> (u64, u64) {
-        let half = |s: &RandomState| {
-            let mut h = s.build_hasher();
-            h.write_u8(network as u8);
-            h.write(address.as_bytes());
-            h.finish()
-        };
-        (half(&self.keys.0), half(&self.keys.1))
+        let bytes = address.as_bytes();
+        let mut a = self.seed.0 ^ (network as u64) ^ ((bytes.len() as u64) << 8);
+        let mut b = self.seed.1 ^ (network as u64) ^ ((bytes.len() as u64) << 8);
+        let mut words = bytes.chunks_exact(8);
+        for w in &mut words {
+            let w = u64::from_le_bytes(w.try_into().expect("8 bytes"));
+            a = (a ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
+            b = (b ^ w.rotate_left(32))
+                .wrapping_mul(0xc2b2_ae3d_27d4_eb4f)
+                .rotate_left(31);
+        }
+        let rest = words.remainder();
+        if !rest.is_empty() {
+            let mut buf = [0u8; 8];
+            buf[..rest.len()].copy_from_slice(rest);
+            let w = u64::from_le_bytes(buf);
+            a = (a ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
+            b = (b ^ w.rotate_left(32))
+                .wrapping_mul(0xc2b2_ae3d_27d4_eb4f)
+                .rotate_left(31);
+        }
+        (fmix64(a ^ b.rotate_left(17)), fmix64(b ^ a.rotate_left(43)))
     }
+}
+
+fn fmix64(mut k: u64) -> u64 {
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    k ^ (k >> 33)
+}
+
+/// A seed nobody outside this process knows, from the standard library's
+/// randomly keyed hasher.
+fn random_seed() -> (u64, u64) {
+    let state = RandomState::new();
+    let half = |salt: u8| {
+        let mut h = state.build_hasher();
+        h.write_u8(salt);
+        h.finish()
+    };
+    (half(1), half(2))
 }
 
 /// Transfers grouped by owning intent, without moving them: `members` lists

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use paywatch_core::{Amount, Method};
 use tracing::{error, info};
 
-pub use evaluate::{evaluate, Evaluation, IntentFacts, Reason, SeenTransfer};
+pub use evaluate::{evaluate, txid_digest, Evaluation, IntentFacts, Reason, SeenTransfer};
 pub use matcher::{Grouping, Matcher};
 pub use status::{Exception, Status, UnknownName};
 
@@ -101,8 +101,7 @@ impl Reconciler {
             &mut owners,
         );
         let groups = Grouping::by_owner(&owners, batch.intents.len());
-        let grouped: Vec<&SeenTransfer> =
-            groups.members.iter().map(|t| &seen[*t as usize]).collect();
+        let grouped: Vec<SeenTransfer> = groups.members.iter().map(|t| seen[*t as usize]).collect();
 
         let facts = |position: usize, settled_by: Option<i64>| {
             let intent = &batch.intents[position];
@@ -209,6 +208,17 @@ impl Reconciler {
                 } else {
                     intent.reversed_at_ms
                 },
+                reason: eval.reason.render(intent.method, |id| {
+                    batch.transfers.iter().find(|t| t.id == id).map(|t| {
+                        format!(
+                            "{} base units of {} on {} in {}",
+                            t.amount,
+                            t.asset.code(),
+                            t.network,
+                            t.txid
+                        )
+                    })
+                }),
             })
             .collect();
         report.changed = self.store.write_evaluations(&mut tx, &writes, now).await?;

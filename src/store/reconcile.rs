@@ -61,6 +61,8 @@ pub(crate) struct ReconcileWrite<'a> {
     pub paid_at_ms: Option<i64>,
     pub settled_through: Option<i64>,
     pub reversed_at_ms: Option<i64>,
+    /// The evaluation's reason, rendered for people.
+    pub reason: String,
 }
 
 impl ReconcileWrite<'_> {
@@ -357,15 +359,11 @@ impl Store {
         if writes.is_empty() {
             return Ok(0);
         }
-        let reasons: Vec<String> = writes
-            .iter()
-            .map(|w| w.eval.reason.render(w.intent.method))
-            .collect();
         // An intent whose figures and reason are unchanged is not rewritten:
         // finality moving queues every confirming intent on each block.
         let updates: Vec<Update<'_>> = writes
             .iter()
-            .zip(&reasons)
+            .map(|w| (w, &w.reason))
             .filter(|(w, reason)| w.differs(reason))
             .map(|(w, reason)| Update {
                 id: w.intent.id,
@@ -411,7 +409,7 @@ impl Store {
 
         let events: Vec<Event<'_>> = writes
             .iter()
-            .zip(&reasons)
+            .map(|w| (w, &w.reason))
             .filter(|(w, _)| w.changed())
             .map(|(w, reason)| Event {
                 intent_id: w.intent.id,

@@ -4,7 +4,7 @@ use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use super::{amount_col, Col, Store, StoreError, Tx};
-use crate::reconcile::SeenTransfer;
+use crate::reconcile::{txid_digest, SeenTransfer};
 
 /// A transfer as recorded by ingest.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,12 +26,17 @@ pub struct TransferRecord {
 }
 
 impl TransferRecord {
-    pub(crate) fn seen(&self) -> SeenTransfer {
+    /// The plain-data view the status machine works on.
+    pub fn seen(&self) -> SeenTransfer<'_> {
         SeenTransfer {
             id: self.id,
             network: self.network,
-            asset: self.asset.clone(),
-            txid: self.txid.clone(),
+            asset: match &self.asset {
+                AssetId::Known(a) => Some(*a),
+                AssetId::Token { .. } => None,
+            },
+            txid: &self.txid,
+            txid_digest: txid_digest(&self.txid),
             index: self.index,
             amount: self.amount,
             success: self.success,
