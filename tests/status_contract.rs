@@ -5,6 +5,7 @@
 //! 50,000 USD/BTC, 1 LTC at 100 USD/LTC, and 100,000,000 base units of a
 //! stablecoin (6 decimals) at par.
 
+#[macro_use]
 mod common;
 
 use std::collections::HashMap;
@@ -17,19 +18,6 @@ use paywatch::reconcile::{Exception, Status};
 use paywatch::store::{ApplyOutcome, IntentRecord};
 use paywatch::IntentKind;
 use paywatch_core::{Amount, Asset, AssetId, ChainEvent, Method, Network};
-
-macro_rules! on_both_databases {
-    ($($name:ident),+ $(,)?) => {
-        mod sqlite {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() { super::$name(super::Backend::Sqlite).await })+
-        }
-        mod postgres {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() { super::$name(super::Backend::Postgres).await })+
-        }
-    };
-}
 
 on_both_databases!(
     a_reorg_that_shortens_the_chain_above_a_final_payment_keeps_it_paid,

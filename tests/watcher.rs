@@ -1,6 +1,7 @@
 //! The real watcher task: stream → ingest, health, backoff and halting, on
 //! the scripted chain against both databases.
 
+#[macro_use]
 mod common;
 
 use std::sync::Arc;
@@ -13,19 +14,6 @@ use paywatch::watcher::{self, WatcherConfig, WatcherDeps, WatcherError};
 use paywatch_core::{Asset, Network, StreamError, WatchSet};
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
-
-macro_rules! on_both_databases {
-    ($($name:ident),+ $(,)?) => {
-        mod sqlite {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() { super::$name(super::Backend::Sqlite).await })+
-        }
-        mod postgres {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() { super::$name(super::Backend::Postgres).await })+
-        }
-    };
-}
 
 on_both_databases!(
     the_watcher_records_payments_and_its_progress,

@@ -22,6 +22,21 @@ use rust_decimal::Decimal;
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{Column, Row as _, TypeInfo};
 
+/// Runs each named scenario `async fn name(b: Backend)` once on SQLite and
+/// once on PostgreSQL: `on_both_databases!(a, b, c);`.
+macro_rules! on_both_databases {
+    ($($name:ident),+ $(,)?) => {
+        mod sqlite {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() { super::$name(super::Backend::Sqlite).await })+
+        }
+        mod postgres {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() { super::$name(super::Backend::Postgres).await })+
+        }
+    };
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
     Sqlite,

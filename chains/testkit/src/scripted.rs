@@ -26,6 +26,10 @@ struct State {
     failures_left: u32,
     block_time: i64,
     block_interval: i64,
+    /// Leads every hash and txid, so two chains never share one.
+    namespace: u64,
+    /// The parent of the first block.
+    genesis_parent: String,
 }
 
 #[derive(Debug, Clone)]
@@ -38,6 +42,22 @@ struct Mined {
 impl ScriptedChain {
     /// A chain holding only its first block, at `base_height`.
     pub fn new(network: Network, base_height: u64) -> ScriptedChain {
+        ScriptedChain::build(network, base_height, "0".repeat(64), 0)
+    }
+
+    /// A chain whose first block builds on `parent`, with hashes and txids
+    /// in `namespace` (e.g. a dev chain picking up where an earlier run of
+    /// it stopped, so a restart is not a reorg).
+    pub fn continuing(network: Network, parent: &BlockRef, namespace: u64) -> ScriptedChain {
+        ScriptedChain::build(network, parent.height + 1, parent.hash.clone(), namespace)
+    }
+
+    fn build(
+        network: Network,
+        base_height: u64,
+        genesis_parent: String,
+        namespace: u64,
+    ) -> ScriptedChain {
         let chain = ScriptedChain {
             state: Arc::new(Mutex::new(State {
                 network,
@@ -50,6 +70,8 @@ impl ScriptedChain {
                 failures_left: 0,
                 block_time: 1_700_000_000,
                 block_interval: 60,
+                namespace,
+                genesis_parent,
             })),
         };
         chain.mine();
@@ -108,7 +130,8 @@ impl ScriptedChain {
 
     fn pay_with(&self, to: &str, asset: AssetId, amount: u128, success: bool) -> String {
         let mut s = self.lock();
-        let txid = format!("{:064x}", (1u128 << 120) | u128::from(s.take_id()));
+        let id = s.take_id();
+        let txid = format!("{:016x}ff{id:046x}", s.namespace);
         let transfer = Transfer {
             network: s.network,
             asset,
@@ -130,8 +153,9 @@ impl ScriptedChain {
         let parent = s
             .blocks
             .last()
-            .map_or_else(|| "0".repeat(64), |b| b.block.hash.clone());
-        let hash = format!("{:064x}", s.take_id());
+            .map_or_else(|| s.genesis_parent.clone(), |b| b.block.hash.clone());
+        let id = s.take_id();
+        let hash = format!("{:016x}{id:048x}", s.namespace);
         let timestamp = s.block_time;
         s.block_time += s.block_interval;
         let transfers = std::mem::take(&mut s.mempool);
