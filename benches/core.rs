@@ -9,6 +9,8 @@
 //! PAYWATCH_BENCH_TRANSFERS sets the size of (2) (default 20000);
 //! PAYWATCH_TEST_POSTGRES the PostgreSQL server (default postgres://postgres@127.0.0.1:5432).
 
+#![allow(clippy::float_arithmetic)] // throughput figures for people, never money
+
 use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
 use std::sync::Arc;

@@ -124,6 +124,15 @@ else
     say "rustfmt is not installed; skipping the format check"
 fi
 
+# --- lints -------------------------------------------------------------------
+# Clippy enforces the workspace lints, among them no float arithmetic.
+if cargo clippy --version >/dev/null 2>&1; then
+    say "cargo clippy --workspace --all-targets --locked -- -D warnings"
+    cargo clippy --workspace --all-targets --locked -- -D warnings || die "clippy found problems (above)"
+else
+    say "clippy is not installed; skipping the lint check"
+fi
+
 # --- tests -------------------------------------------------------------------
 # Every target compiles, the bench included. The bench is not *run*: it has
 # its own main (harness = false) that measures for minutes; run it with

@@ -85,6 +85,10 @@ impl From<AmountError> for IntentError {
     }
 }
 
+/// The largest USD amount one intent may ask for (100 million USD, in cents):
+/// a typo guard, far above any order or top-up.
+const MAX_USD_CENTS: u64 = 10_000_000_000;
+
 /// How intents are made: from settings.
 #[derive(Debug, Clone)]
 pub struct IntentPolicy {
@@ -158,7 +162,7 @@ impl IntentService {
         let cents = Amount::parse_decimal("usd_amount", &req.usd_amount, 2)?;
         let cents = u64::try_from(cents.0)
             .ok()
-            .filter(|c| *c > 0 && *c <= 100_000_000_00)
+            .filter(|c| *c > 0 && *c <= MAX_USD_CENTS)
             .ok_or_else(|| {
                 IntentError::AmountInvalid(format!(
                     "usd_amount: '{}' must be above 0 and at most 100000000",

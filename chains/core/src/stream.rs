@@ -234,13 +234,12 @@ impl<S: BlockSource> CanonicalStream<S> {
 /// Whether `branch` (ascending) is one contiguous chain growing from `fork`,
 /// or from `start_height` when the fork is below everything remembered.
 fn links_up(fork: Option<&BlockRef>, start_height: u64, branch: &[SourceBlock]) -> bool {
-    let mut expected_height = fork.map_or(start_height, |b| b.height + 1);
+    let first_height = fork.map_or(start_height, |b| b.height + 1);
     let mut parent = fork.map(|b| b.hash.as_str());
-    for b in branch {
+    for (expected_height, b) in (first_height..).zip(branch) {
         if b.block.height != expected_height || parent.is_some_and(|p| b.block.parent != p) {
             return false;
         }
-        expected_height += 1;
         parent = Some(&b.block.hash);
     }
     true
