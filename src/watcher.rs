@@ -178,11 +178,13 @@ impl Watcher {
             }
             self.deps.progress.notify_one();
         }
+        // Zero when nothing can be confirmed this round: the store keeps the
+        // highest final height it was given, so zero changes nothing.
         let final_height = s
-            .source()
-            .final_height()
+            .confirmed_final_height()
             .await
-            .map_err(|e| Trouble::Transient(e.to_string()))?;
+            .map_err(|e| Trouble::Transient(e.to_string()))?
+            .unwrap_or(0);
         let tip = s.last_tip().map_or(0, |t| t.height);
         self.deps
             .store
@@ -234,14 +236,18 @@ impl Watcher {
             Ok(c) => c,
             Err(e) => return Err((source, e.into())),
         };
-        // With a cursor shorter than the reorg window, its first block is where
-        // this database started, and a reorg may replace even that one.
-        let window = self.cfg.max_reorg_depth + 1;
-        let start = match (cursor.first(), self.cfg.start_height) {
-            (Some(first), _) if cursor.len() < window => first.height,
-            (Some(_), _) => 0,
-            (None, Some(h)) => h,
-            (None, None) => match source.tip().await {
+        // Where this database's history begins: stored with the first block
+        // ever connected, so a restart after a reorg that disconnected every
+        // block still resumes there, not at the node's tip.
+        let stored_start = match self.deps.store.chain_status(network).await {
+            Ok(status) => status.and_then(|s| s.start_height),
+            Err(e) => return Err((source, e.into())),
+        };
+        let start = match (stored_start, cursor.first(), self.cfg.start_height) {
+            (Some(h), _, _) => h,
+            (None, Some(first), _) => first.height,
+            (None, None, Some(h)) => h,
+            (None, None, None) => match source.tip().await {
                 Ok(t) => t.height,
                 Err(e) => return Err((source, Trouble::Transient(e.to_string()))),
             },

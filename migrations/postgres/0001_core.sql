@@ -138,6 +138,9 @@ CREATE TABLE chain_state (
     network       TEXT PRIMARY KEY,
     cursor_height BIGINT,
     cursor_hash   TEXT,
+    -- The first height this database followed: where to resume when a reorg
+    -- has disconnected every block it holds.
+    start_height  BIGINT,
     tip_height    BIGINT,
     final_height  BIGINT,
     watcher_state TEXT   NOT NULL DEFAULT 'starting',

@@ -292,6 +292,22 @@ fn decide(
         }
     };
 
+    // A reorg that takes back money a credit stood on reopens the intent,
+    // whoever closed it: a credit never stands silently on vanished money.
+    // (When support can accept a short payment, compare with what it accepted.)
+    if f.settled_at_ms.is_some() && !f.reversed && s.timely_final < due_min {
+        return (
+            S::NeedsReview,
+            Some(X::Reversed),
+            Reason::ReversedByReorg {
+                final_now: s.timely_final,
+                due,
+            },
+            false,
+            true,
+        );
+    }
+
     // Support owns a resolved intent; the chain only updates its figures.
     if f.status == S::Resolved {
         return (
@@ -314,17 +330,6 @@ fn decide(
                 },
                 false,
                 false,
-            )
-        } else if s.timely_final < due_min {
-            (
-                S::NeedsReview,
-                Some(X::Reversed),
-                Reason::ReversedByReorg {
-                    final_now: s.timely_final,
-                    due,
-                },
-                false,
-                true,
             )
         } else if s.after_settlement > 0 {
             (

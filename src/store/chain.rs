@@ -22,6 +22,8 @@ pub struct ChainStatus {
     pub network: Network,
     pub cursor_height: Option<u64>,
     pub cursor_hash: Option<String>,
+    /// The first height this database followed.
+    pub start_height: Option<u64>,
     pub tip_height: Option<u64>,
     pub final_height: Option<u64>,
     pub watcher_state: String,
@@ -135,6 +137,13 @@ impl Store {
         .bind(&block.parent)
         .bind(timestamp_ms)
         .bind(now_ms)
+        .execute(&mut **tx)
+        .await?;
+        sqlx::query(
+            "UPDATE chain_state SET start_height = $2 WHERE network = $1 AND start_height IS NULL",
+        )
+        .bind(network.as_str())
+        .bind(to_i64(block.height))
         .execute(&mut **tx)
         .await?;
         self.set_cursor(tx, network, Some((block.height, &block.hash)), now_ms)
@@ -385,7 +394,7 @@ impl Store {
 
     pub async fn chain_status(&self, network: Network) -> Result<Option<ChainStatus>, StoreError> {
         let row = sqlx::query(
-            "SELECT cursor_height, cursor_hash, tip_height, final_height, watcher_state, last_error, updated_at \
+            "SELECT cursor_height, cursor_hash, start_height, tip_height, final_height, watcher_state, last_error, updated_at \
              FROM chain_state WHERE network = $1",
         )
         .bind(network.as_str())
@@ -396,6 +405,7 @@ impl Store {
                 network,
                 cursor_height: to_u64(r.try_get("cursor_height")?),
                 cursor_hash: r.try_get("cursor_hash")?,
+                start_height: to_u64(r.try_get("start_height")?),
                 tip_height: to_u64(r.try_get("tip_height")?),
                 final_height: to_u64(r.try_get("final_height")?),
                 watcher_state: r.try_get("watcher_state")?,

@@ -355,7 +355,14 @@ impl Harness {
                 .expect("ingest");
         }
         let tip = self.chain.height();
-        let final_height = self.stream.source().final_height().await.unwrap();
+        // As the watcher does: only a final height that covers blocks we
+        // applied and the node still has.
+        let final_height = self
+            .stream
+            .confirmed_final_height()
+            .await
+            .unwrap()
+            .unwrap_or(0);
         self.store
             .record_chain_progress(self.network, tip, final_height, self.clock.now_ms())
             .await
@@ -369,14 +376,17 @@ impl Harness {
             .load_cursor(self.network, self.max_depth + 1)
             .await
             .unwrap();
-        // As the watcher opens its stream: a cursor shorter than the reorg
-        // window starts where this database started; none at all, at the
-        // configured start height.
-        let start = match cursor.first() {
-            Some(first) if cursor.len() < self.max_depth + 1 => first.height,
-            Some(_) => 0,
-            None => self.start_height,
-        };
+        // As the watcher opens its stream: from the stored start height,
+        // else the cursor's first block, else the configured start.
+        let stored = self
+            .store
+            .chain_status(self.network)
+            .await
+            .unwrap()
+            .and_then(|s| s.start_height);
+        let start = stored
+            .or(cursor.first().map(|b| b.height))
+            .unwrap_or(self.start_height);
         self.stream = CanonicalStream::new(
             self.chain.source(self.watch.clone()),
             cursor,

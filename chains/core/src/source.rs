@@ -18,6 +18,12 @@ pub trait BlockSource: Send + Sync {
     /// The block at `height` on the node's current best chain, with its
     /// transfers to watched addresses; `None` when the chain is shorter.
     async fn block(&self, height: u64) -> Result<Option<SourceBlock>, SourceError>;
+
+    /// Only the place of the block at `height` on the node's best chain.
+    /// Sources with a cheap header call override this.
+    async fn block_ref(&self, height: u64) -> Result<Option<BlockRef>, SourceError> {
+        Ok(self.block(height).await?.map(|b| b.block))
+    }
 }
 
 /// Whether retrying can help tells the one backoff loop what to do.
@@ -55,5 +61,9 @@ impl<T: BlockSource + ?Sized> BlockSource for std::sync::Arc<T> {
 
     async fn block(&self, height: u64) -> Result<Option<SourceBlock>, SourceError> {
         (**self).block(height).await
+    }
+
+    async fn block_ref(&self, height: u64) -> Result<Option<BlockRef>, SourceError> {
+        (**self).block_ref(height).await
     }
 }

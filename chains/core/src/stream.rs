@@ -79,6 +79,33 @@ impl<S: BlockSource> CanonicalStream<S> {
         self.cursor.back()
     }
 
+    /// The node's final height, as far as it covers blocks this stream
+    /// applied and the node still has. A height alone could name a block the
+    /// node replaced right after the last batch; `None` when nothing can be
+    /// confirmed this round.
+    pub async fn confirmed_final_height(&self) -> Result<Option<u64>, StreamError> {
+        let reported = self.source.final_height().await?;
+        let Some(cursor) = self.cursor.back() else {
+            return Ok(None);
+        };
+        let candidate = reported.min(cursor.height);
+        let Some(ours) = self.remembered(candidate) else {
+            // Below everything remembered: deeper than any reorg we follow.
+            return Ok(Some(candidate));
+        };
+        let theirs = self.source.block_ref(candidate).await?;
+        Ok(theirs
+            .is_some_and(|b| b.hash == ours.hash)
+            .then_some(candidate))
+    }
+
+    /// The applied block at `height`, if the cursor still remembers it.
+    pub fn remembered(&self, height: u64) -> Option<&BlockRef> {
+        let first = self.cursor.front()?.height;
+        self.cursor
+            .get(usize::try_from(height.checked_sub(first)?).ok()?)
+    }
+
     pub fn last_tip(&self) -> Option<&BlockRef> {
         self.last_tip.as_ref()
     }
@@ -99,7 +126,16 @@ impl<S: BlockSource> CanonicalStream<S> {
                 return Ok(events);
             }
             if last.height >= tip.height {
-                self.reorg(&mut events).await?;
+                // A node whose tip is one of our blocks is behind us (restarted,
+                // a lagging backend), not on another chain: wait for it.
+                let behind = self
+                    .cursor
+                    .iter()
+                    .rev()
+                    .any(|b| b.height == tip.height && b.hash == tip.hash);
+                if !behind {
+                    self.reorg(&mut events).await?;
+                }
                 return Ok(events);
             }
         }
@@ -158,6 +194,12 @@ impl<S: BlockSource> CanonicalStream<S> {
                     Some(theirs) => branch.push(theirs),
                     None => {}
                 }
+            }
+            // The node lacks some of our upper blocks but shows no block of
+            // its own: it is behind, and nothing of ours is disproved. Only
+            // a different block at a height we hold is a reorg.
+            if branch.is_empty() {
+                return Ok(());
             }
             let keep = agreement.map_or(0, |i| i + 1);
             let depth = self.cursor.len() - keep;
