@@ -203,17 +203,8 @@ impl IntentService {
         let mut tx = self.store.begin().await?;
         let (address_id, address) = match self.derivers.get(&network) {
             Some(deriver) => {
-                let index = self.store.take_derivation_index(&mut tx, network).await?;
-                let address = deriver
-                    .derive(index)
-                    .map_err(|why| IntentError::Derivation { network, why })?;
-                let address = network.normalize_address(&address).into_owned();
-                (
-                    self.store
-                        .insert_derived_address(&mut tx, network, &address, index, now)
-                        .await?,
-                    address,
-                )
+                self.derive_fresh(&mut tx, deriver.as_ref(), network, now)
+                    .await?
             }
             None => self
                 .store
@@ -251,6 +242,44 @@ impl IntentService {
             IntentError::Store(StoreError::Corrupt(format!(
                 "intent {id} vanished after commit"
             )))
+        })
+    }
+}
+
+/// How many derived addresses in a row may turn out to exist already (an
+/// overlap with an imported pool) before derivation is reported as broken.
+const DERIVATION_SKIPS: usize = 100;
+
+impl IntentService {
+    /// The next derived address nobody was ever given. An index whose address
+    /// already exists is skipped, not retried forever: the check runs before
+    /// the insert, so the unique key never aborts the transaction.
+    async fn derive_fresh(
+        &self,
+        tx: &mut crate::store::Tx,
+        deriver: &dyn AddressDeriver,
+        network: Network,
+        now: i64,
+    ) -> Result<(i64, String), IntentError> {
+        for _ in 0..DERIVATION_SKIPS {
+            let index = self.store.take_derivation_index(tx, network).await?;
+            let address = deriver
+                .derive(index)
+                .map_err(|why| IntentError::Derivation { network, why })?;
+            let address = network.normalize_address(&address).into_owned();
+            if self.store.address_exists(tx, network, &address).await? {
+                tracing::warn!(%network, index, %address, "derived address already known; skipping the index");
+                continue;
+            }
+            let id = self
+                .store
+                .insert_derived_address(tx, network, &address, index, now)
+                .await?;
+            return Ok((id, address));
+        }
+        Err(IntentError::Derivation {
+            network,
+            why: format!("{DERIVATION_SKIPS} derived addresses in a row already exist; check the account key"),
         })
     }
 }

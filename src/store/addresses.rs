@@ -112,6 +112,20 @@ impl Store {
         Ok(row.try_get("id")?)
     }
 
+    pub(crate) async fn address_exists(
+        &self,
+        tx: &mut Tx,
+        network: Network,
+        address: &str,
+    ) -> Result<bool, StoreError> {
+        let row = sqlx::query("SELECT id FROM addresses WHERE network = $1 AND address = $2")
+            .bind(network.as_str())
+            .bind(address)
+            .fetch_optional(&mut **tx)
+            .await?;
+        Ok(row.is_some())
+    }
+
     pub(crate) async fn link_address_to_intent(
         &self,
         tx: &mut Tx,

@@ -343,7 +343,6 @@ impl Harness {
     }
 
     pub async fn follow_chain(&mut self) {
-        use paywatch_core::BlockSource;
         loop {
             let events = self.stream.next_batch(50).await.expect("stream");
             if events.is_empty() {

@@ -231,7 +231,7 @@ async fn caught_up_stream(
         max_depth,
     );
     let mut replica = Replica::empty(start_height);
-    let errors = catch_up(&mut stream, &mut replica, || 4).await;
+    let errors = catch_up(&chain, &mut stream, &mut replica, || 4).await;
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(replica, chain_view(chain, start_height).await);
     (stream, replica)
@@ -748,20 +748,20 @@ async fn replacing_the_start_block_is_followed_when_the_cursor_holds_all_history
     assert_eq!(replica.blocks.len(), 4);
 
     reorg_and_mine(&chain, 6, 7);
-    let errors = catch_up(&mut stream, &mut replica, || 3).await;
+    let errors = catch_up(&chain, &mut stream, &mut replica, || 3).await;
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(replica, chain_view(&chain, 5).await);
 
     // The same, but the chain now ends below the start height.
     reorg_and_mine(&chain, 8, 0);
     assert!(chain.height() < 5);
-    let errors = catch_up(&mut stream, &mut replica, || 3).await;
+    let errors = catch_up(&chain, &mut stream, &mut replica, || 3).await;
     assert!(errors.is_empty(), "{errors:?}");
     assert!(replica.blocks.is_empty());
     assert_eq!(stream.cursor_tip(), None);
 
     chain.mine_n(6);
-    let errors = catch_up(&mut stream, &mut replica, || 3).await;
+    let errors = catch_up(&chain, &mut stream, &mut replica, || 3).await;
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(replica, chain_view(&chain, 5).await);
 }
@@ -842,7 +842,7 @@ async fn chain_moving_during_the_reorg_walk_converges() {
                     .await;
 
                 reorg_and_mine(&chain, 3, first_replacement);
-                let errors = catch_up(&mut stream, &mut replica, || 2).await;
+                let errors = catch_up(&chain, &mut stream, &mut replica, || 2).await;
                 for e in &errors {
                     assert!(matches!(e, StreamError::Unsettled { .. }), "{e}");
                 }
@@ -889,7 +889,7 @@ async fn node_that_never_settles_is_unsettled_then_converges() {
     }
 
     armed.store(false, Ordering::SeqCst);
-    let errors = catch_up(&mut stream, &mut replica, || 5).await;
+    let errors = catch_up(&chain, &mut stream, &mut replica, || 5).await;
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(replica, chain_view(&chain, 0).await);
 }
@@ -910,7 +910,7 @@ async fn chain_moving_during_the_forward_fetch_converges() {
                 })
                 .await;
             chain.mine_n(10);
-            let errors = catch_up(&mut stream, &mut replica, || 20).await;
+            let errors = catch_up(&chain, &mut stream, &mut replica, || 20).await;
             assert!(errors.is_empty(), "{errors:?}");
             assert_eq!(
                 replica,
@@ -972,7 +972,7 @@ proptest! {
 
             reorg_and_mine(&chain, first_reorg, first_replacement);
             chain.mine();
-            let errors = catch_up(&mut stream, &mut replica, || max_blocks).await;
+            let errors = catch_up(&chain, &mut stream, &mut replica, || max_blocks).await;
             for e in &errors {
                 assert!(
                     matches!(e, StreamError::Unsettled { .. } | StreamError::Source(SourceError::Transient(_))),
@@ -1013,7 +1013,7 @@ async fn chain_getting_shorter_than_the_cursor_is_followed() {
     chain.reorg_keeping_transactions(2);
     chain.mine();
     assert!(chain.height() < stream.cursor_tip().expect("caught up").height);
-    let errors = catch_up(&mut stream, &mut replica, || 10).await;
+    let errors = catch_up(&chain, &mut stream, &mut replica, || 10).await;
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(replica, chain_view(&chain, 0).await);
     let top = replica.top().expect("caught up");
@@ -1029,7 +1029,7 @@ async fn chain_getting_shorter_than_the_cursor_is_followed() {
         chain.height(),
         stream.cursor_tip().expect("caught up").height
     );
-    let errors = catch_up(&mut stream, &mut replica, || 1).await;
+    let errors = catch_up(&chain, &mut stream, &mut replica, || 1).await;
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(replica, chain_view(&chain, 0).await);
 }
@@ -1051,12 +1051,12 @@ async fn chain_shrinking_below_a_lagging_cursor_is_followed() {
 
     chain.reorg(10);
     assert_eq!(chain.height(), 2);
-    let errors = catch_up(&mut stream, &mut replica, || 2).await;
+    let errors = catch_up(&chain, &mut stream, &mut replica, || 2).await;
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(replica, chain_view(&chain, 0).await);
 
     chain.mine_n(4);
-    let errors = catch_up(&mut stream, &mut replica, || 2).await;
+    let errors = catch_up(&chain, &mut stream, &mut replica, || 2).await;
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(replica, chain_view(&chain, 0).await);
 }
@@ -1071,12 +1071,12 @@ async fn small_reorg_after_a_shrinking_reorg_is_followed() {
     let (mut stream, mut replica) = caught_up_stream(&chain, 0, max_depth).await;
 
     chain.reorg(max_depth);
-    let errors = catch_up(&mut stream, &mut replica, || 4).await;
+    let errors = catch_up(&chain, &mut stream, &mut replica, || 4).await;
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(replica, chain_view(&chain, 0).await);
 
     reorg_and_mine(&chain, 1, 2);
-    let errors = catch_up(&mut stream, &mut replica, || 4).await;
+    let errors = catch_up(&chain, &mut stream, &mut replica, || 4).await;
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(replica, chain_view(&chain, 0).await);
 }
@@ -1100,7 +1100,7 @@ async fn transient_source_errors_surface_and_the_stream_resumes() {
         }
         assert_eq!(stream.cursor_tip(), None);
     }
-    let errors = catch_up(&mut stream, &mut replica, || 3).await;
+    let errors = catch_up(&chain, &mut stream, &mut replica, || 3).await;
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(replica, chain_view(&chain, 0).await);
 
@@ -1108,7 +1108,7 @@ async fn transient_source_errors_surface_and_the_stream_resumes() {
     reorg_and_mine(&chain, 3, 4);
     for failures in 1..=4 {
         chain.fail_next(failures);
-        let errors = catch_up(&mut stream, &mut replica, || 2).await;
+        let errors = catch_up(&chain, &mut stream, &mut replica, || 2).await;
         assert_eq!(errors.len(), failures as usize);
         assert!(errors.iter().all(StreamError::is_transient));
         assert_eq!(replica, chain_view(&chain, 0).await);
@@ -1134,7 +1134,7 @@ async fn node_outage_mid_batch_loses_and_duplicates_nothing() {
             chain.mine_n(4);
             reorg_and_mine(&chain, reorg_depth, reorg_depth + 3);
 
-            let errors = catch_up(&mut stream, &mut replica, || 6).await;
+            let errors = catch_up(&chain, &mut stream, &mut replica, || 6).await;
             assert!(errors.len() <= 1, "{errors:?}");
             assert!(errors
                 .iter()
@@ -1187,7 +1187,7 @@ async fn restart_from_a_persisted_cursor_continues() {
     })
     .await;
     assert_eq!(stream.cursor_tip(), replica.top());
-    let errors = catch_up(&mut stream, &mut replica, || 3).await;
+    let errors = catch_up(&chain, &mut stream, &mut replica, || 3).await;
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(replica, chain_view(&chain, 500).await);
 
@@ -1215,7 +1215,7 @@ async fn restart_follows_a_reorg_that_happened_while_down() {
                     }
                 })
                 .await;
-                let errors = catch_up(&mut stream, &mut replica, || 2).await;
+                let errors = catch_up(&chain, &mut stream, &mut replica, || 2).await;
                 assert!(errors.is_empty(), "{errors:?}");
                 assert_eq!(
                     replica,
