@@ -19,9 +19,7 @@ use std::time::Instant;
 use paywatch::clock::{Clock, ManualClock};
 use paywatch::ingest::Ingest;
 use paywatch::intents::{FixedRates, IntentPolicy, IntentService, NewIntent, RateBook};
-use paywatch::reconcile::{
-    evaluate, Grouping, IntentFacts, Matcher, Reconciler, SeenTransfer, Status,
-};
+use paywatch::reconcile::{evaluate, Attributed, IntentFacts, Matcher, Reconciler, Status};
 use paywatch::store::{Store, TransferRecord};
 use paywatch_core::{Amount, Asset, AssetId, CanonicalStream, Method, Network, WatchSet};
 use paywatch_testkit::ScriptedChain;
@@ -159,29 +157,14 @@ fn matcher_throughput() {
     // The reconciler's in-memory path, timed whole: rows to plain data,
     // attribution, grouping, and the status machine for every intent.
     let start = Instant::now();
-    let seen: Vec<SeenTransfer> = transfers.iter().map(TransferRecord::seen).collect();
-    let converted = start.elapsed();
-    let mut owners = Vec::with_capacity(TRANSFERS);
-    matcher.attribute_all(
-        transfers.iter().map(|t| (t.network, t.to.as_str())),
-        &mut owners,
-    );
-    let looked_up = start.elapsed();
-    let groups = Grouping::by_owner(&owners, INTENTS);
-    let grouped: Vec<SeenTransfer> = groups.members.iter().map(|i| seen[*i as usize]).collect();
-    let attributed = start.elapsed();
-    println!(
-        "matcher phases, ns per transfer: database row to plain data {:.0}, attribution lookup {:.0}, grouping by intent {:.0}",
-        converted.as_nanos() as f64 / TRANSFERS as f64,
-        (looked_up - converted).as_nanos() as f64 / TRANSFERS as f64,
-        (attributed - looked_up).as_nanos() as f64 / TRANSFERS as f64
-    );
-    assert_eq!(grouped.len(), TRANSFERS, "every transfer attributed");
+    let attributed = Attributed::rows(&matcher, &transfers, INTENTS);
+    let attribution = start.elapsed();
+    assert_eq!(attributed.len(), TRANSFERS, "every transfer attributed");
 
     let start = Instant::now();
     let mut by_status = [0usize; 6];
     for i in 0..INTENTS {
-        let ts = &grouped[groups.offsets[i] as usize..groups.offsets[i + 1] as usize];
+        let ts = attributed.of(i);
         let e = evaluate(&IntentFacts {
             id: i as i64,
             method,
@@ -204,12 +187,12 @@ fn matcher_throughput() {
             .expect("a status")] += 1;
     }
     let evaluated = start.elapsed();
-    let total = attributed + evaluated;
+    let total = attribution + evaluated;
     println!(
         "matcher: {INTENTS} open intents, {TRANSFERS} transfers, one core: index built in {:.0} ms; attribution {:.2} M transfers/s; \
          attribution + status evaluation {:.2} M transfers/s (aim >= 5) [statuses {:?}: {by_status:?}]",
         build.as_secs_f64() * 1e3,
-        TRANSFERS as f64 / attributed.as_secs_f64() / 1e6,
+        TRANSFERS as f64 / attribution.as_secs_f64() / 1e6,
         TRANSFERS as f64 / total.as_secs_f64() / 1e6,
         Status::ALL.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
     );

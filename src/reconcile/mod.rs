@@ -13,6 +13,8 @@ use tracing::{error, info};
 
 pub use evaluate::{evaluate, txid_digest, Evaluation, IntentFacts, Reason, SeenTransfer};
 pub use matcher::{Grouping, Matcher};
+
+use crate::store::TransferRecord;
 pub use status::{Exception, Status, UnknownName};
 
 use crate::clock::Clock;
@@ -94,14 +96,7 @@ impl Reconciler {
                 .iter()
                 .map(|i| (i.method.network(), i.address.as_str())),
         );
-        let seen: Vec<SeenTransfer> = batch.transfers.iter().map(|t| t.seen()).collect();
-        let mut owners = Vec::with_capacity(seen.len());
-        matcher.attribute_all(
-            batch.transfers.iter().map(|t| (t.network, t.to.as_str())),
-            &mut owners,
-        );
-        let groups = Grouping::by_owner(&owners, batch.intents.len());
-        let grouped: Vec<SeenTransfer> = groups.members.iter().map(|t| seen[*t as usize]).collect();
+        let attributed = Attributed::rows(&matcher, &batch.transfers, batch.intents.len());
 
         let facts = |position: usize, settled_by: Option<i64>| {
             let intent = &batch.intents[position];
@@ -116,8 +111,7 @@ impl Reconciler {
                 settled_through: intent.settled_through,
                 reversed: intent.reversed_at_ms.is_some(),
                 reference_settled_by: settled_by.filter(|id| *id != intent.id),
-                transfers: &grouped
-                    [groups.offsets[position] as usize..groups.offsets[position + 1] as usize],
+                transfers: attributed.of(position),
                 final_height: batch.final_heights.get(&intent.method.network()).copied(),
                 now_ms: now,
                 tolerance: self
@@ -195,11 +189,7 @@ impl Reconciler {
                     intent.paid_at_ms
                 },
                 settled_through: if settled.contains(&intent.id) {
-                    groups
-                        .of(position)
-                        .iter()
-                        .map(|t| seen[*t as usize].id)
-                        .max()
+                    attributed.of(position).iter().map(|t| t.id).max()
                 } else {
                     intent.settled_through
                 },
@@ -238,5 +228,48 @@ impl Reconciler {
                    account = %i.account, "a reorg removed final money after settlement; credit reversed, intent needs review");
         }
         Ok(report)
+    }
+}
+
+/// A batch's transfers attributed to its intents: each intent's transfers as
+/// plain data, side by side, for the status machine to read in order.
+#[derive(Debug)]
+pub struct Attributed<'a> {
+    offsets: Vec<u32>,
+    transfers: Vec<SeenTransfer<'a>>,
+}
+
+impl<'a> Attributed<'a> {
+    /// One pass over the rows (plain data and lookup together), then a
+    /// counting sort by owner. Rows no intent owns are left out.
+    pub fn rows(matcher: &Matcher, rows: &'a [TransferRecord], intents: usize) -> Attributed<'a> {
+        let mut seen = Vec::with_capacity(rows.len());
+        let mut owners = Vec::with_capacity(rows.len());
+        matcher.attribute_all(
+            rows.iter().map(|t| {
+                seen.push(t.seen());
+                (t.network, t.to.as_str())
+            }),
+            &mut owners,
+        );
+        let groups = Grouping::by_owner(&owners, intents);
+        let transfers = groups.members.iter().map(|t| seen[*t as usize]).collect();
+        Attributed {
+            offsets: groups.offsets,
+            transfers,
+        }
+    }
+
+    /// The transfers of the intent at `position` in the batch.
+    pub fn of(&self, position: usize) -> &[SeenTransfer<'a>] {
+        &self.transfers[self.offsets[position] as usize..self.offsets[position + 1] as usize]
+    }
+
+    pub fn len(&self) -> usize {
+        self.transfers.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.transfers.is_empty()
     }
 }
