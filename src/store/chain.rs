@@ -2,7 +2,7 @@ use paywatch_core::{BlockRef, Network, Transfer};
 use serde::Serialize;
 use sqlx::Row;
 
-use super::{Col, Store, StoreError, Tx};
+use super::{json, Col, Store, StoreError, Tx};
 
 /// What applying one chain event did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -208,8 +208,7 @@ impl Store {
                 ]
             )
         );
-        let body = serde_json::to_string(&rows)
-            .map_err(|e| StoreError::Corrupt(format!("batch encoding: {e}")))?;
+        let body = json(&rows)?;
         sqlx::query(&sql)
             .bind(body)
             .bind(block.hash.as_str())
@@ -316,8 +315,7 @@ impl Store {
             "INSERT INTO reconcile_queue (network, address) SELECT $2, a FROM {}",
             self.dialect().rowset("$1", &[("a", Col::Text)])
         );
-        let body = serde_json::to_string(&rows)
-            .map_err(|e| StoreError::Corrupt(format!("batch encoding: {e}")))?;
+        let body = json(&rows)?;
         sqlx::query(&sql)
             .bind(body)
             .bind(network.as_str())

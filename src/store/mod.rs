@@ -119,6 +119,11 @@ pub(crate) fn amount_col(row: &AnyRow, col: &str) -> Result<u128, StoreError> {
     })
 }
 
+/// A batch as the one JSON parameter of a [`Dialect::rowset`].
+pub(crate) fn json<T: serde::Serialize + ?Sized>(rows: &T) -> Result<String, StoreError> {
+    serde_json::to_string(rows).map_err(|e| StoreError::Corrupt(format!("batch encoding: {e}")))
+}
+
 pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -5,7 +5,7 @@ use serde::Serialize;
 use sqlx::Row;
 
 use super::intents::{intent_from_row, INTENT_COLUMNS};
-use super::{Col, Dialect, IntentRecord, Store, StoreError, TransferRecord, Tx};
+use super::{json, Col, Dialect, IntentRecord, Store, StoreError, TransferRecord, Tx};
 use crate::reconcile::Evaluation;
 use crate::IntentKind;
 
@@ -19,10 +19,6 @@ pub(crate) struct ReconcileBatch {
     /// Which intent settled each reference, for the references in the batch.
     pub settled_by: HashMap<(IntentKind, String), i64>,
     pub final_heights: HashMap<Network, u64>,
-}
-
-fn json<T: Serialize + ?Sized>(rows: &T) -> Result<String, StoreError> {
-    serde_json::to_string(rows).map_err(|e| StoreError::Corrupt(format!("batch encoding: {e}")))
 }
 
 #[derive(Serialize)]

@@ -3,7 +3,7 @@ use serde::Serialize;
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
-use super::{amount_col, Col, Store, StoreError, Tx};
+use super::{amount_col, json, Col, Store, StoreError, Tx};
 use crate::reconcile::{txid_digest, SeenTransfer};
 
 /// A transfer as recorded by ingest.
@@ -125,8 +125,7 @@ impl Store {
                 address: a,
             })
             .collect();
-        let body = serde_json::to_string(&keys)
-            .map_err(|e| StoreError::Corrupt(format!("batch encoding: {e}")))?;
+        let body = json(&keys)?;
         let sql = format!(
             "SELECT {TRANSFER_COLUMNS} FROM transfers WHERE id IN (SELECT transfers.id FROM transfers \
              JOIN {} ON transfers.network = v.network AND transfers.to_address = v.address)",
