@@ -57,7 +57,7 @@ pub async fn run<S: BlockSource>(
 ) -> Result<(), WatcherError> {
     let span = tracing::info_span!("watcher", network = %cfg.network);
     async move {
-        let mut watcher = Watcher { cfg, deps, refreshed_at: None, backoff: Duration::ZERO };
+        let mut watcher = Watcher { cfg, deps, refreshed_at: None, backoff: Duration::ZERO, cursor_stale: false };
         let mut stream: Option<CanonicalStream<S>> = None;
         let mut source = Some(source);
         loop {
@@ -119,6 +119,9 @@ struct Watcher {
     deps: WatcherDeps,
     refreshed_at: Option<i64>,
     backoff: Duration,
+    /// A write failed after the stream moved on: its cursor is ahead of the
+    /// database's and must be reloaded before anything else is emitted.
+    cursor_stale: bool,
 }
 
 impl Watcher {
@@ -145,6 +148,15 @@ impl Watcher {
             }
         }
         let s = stream.as_mut().expect("built above");
+        if self.cursor_stale {
+            let cursor = self
+                .deps
+                .store
+                .load_cursor(network, self.cfg.max_reorg_depth + 1)
+                .await?;
+            s.reset_cursor(cursor);
+            self.cursor_stale = false;
+        }
         self.refresh_watch_set().await?;
 
         let events = match s.next_batch(self.cfg.blocks_per_poll).await {
@@ -164,9 +176,12 @@ impl Watcher {
             );
         }
         for chunk in events.chunks(self.cfg.events_per_transaction) {
-            if let ApplyOutcome::CursorMismatch { stored } =
-                self.deps.ingest.apply(network, chunk).await?
-            {
+            let applied = self.deps.ingest.apply(network, chunk).await;
+            if applied.is_err() {
+                // Nothing of this chunk was written; emit it again after a reload.
+                self.cursor_stale = true;
+            }
+            if let ApplyOutcome::CursorMismatch { stored } = applied? {
                 warn!(stored = ?stored, "the stored cursor moved under this watcher; reloading it");
                 let cursor = self
                     .deps

@@ -16,6 +16,7 @@ use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
 on_both_databases!(
+    a_failed_write_is_applied_again_without_waiting_for_another_block,
     the_watcher_records_payments_and_its_progress,
     a_node_outage_leaves_the_watcher_degraded_then_it_recovers_without_loss,
     a_reorg_deeper_than_allowed_halts_the_watcher_and_says_so,
@@ -215,5 +216,48 @@ async fn an_address_issued_by_another_instance_is_watched_within_one_poll(b: Bac
     h.reconciler.run_until_idle().await.unwrap();
     assert_eq!(h.intent(intent.id).await.status, Status::Paid);
     let _ = h.clock.now_ms();
+    running.stop().await.expect("a clean stop");
+}
+
+async fn a_failed_write_is_applied_again_without_waiting_for_another_block(b: Backend) {
+    let mut h = Harness::new(b, Network::Bitcoin, 1).await;
+    h.import_pool(1).await;
+    let intent = h.create("order", "w-5", "BTC", "100").await;
+    let running = start(&h, h.watch.clone(), 10);
+    wait_for(&h, "the first poll", |s| s.watcher_state == "running").await;
+
+    // The database refuses transfer rows for a while, as during an outage.
+    let (block_writes, allow_writes) = match b {
+        Backend::Sqlite => (
+            "CREATE TRIGGER outage BEFORE INSERT ON transfers BEGIN SELECT RAISE(ABORT, 'outage'); END",
+            "DROP TRIGGER outage",
+        ),
+        Backend::Postgres => (
+            "ALTER TABLE transfers ADD CONSTRAINT outage CHECK (false) NOT VALID",
+            "ALTER TABLE transfers DROP CONSTRAINT outage",
+        ),
+    };
+    h.store.execute_raw(block_writes).await.unwrap();
+    h.pay(&intent.address, Asset::Btc, intent.amount_due);
+    h.mine(1);
+    wait_for(&h, "degraded health", |s| s.watcher_state == "degraded").await;
+    h.store.execute_raw(allow_writes).await.unwrap();
+
+    // No new block: the failed one must still be applied.
+    let tip = h.chain.height();
+    wait_for(&h, "the failed block applied", |s| {
+        s.cursor_height == Some(tip) && s.final_height == Some(tip)
+    })
+    .await;
+    assert_eq!(
+        h.store
+            .transfers(Some(h.network), None, 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    h.reconciler.run_until_idle().await.unwrap();
+    assert_eq!(h.intent(intent.id).await.status, Status::Paid);
     running.stop().await.expect("a clean stop");
 }
