@@ -60,6 +60,53 @@ impl Ingest {
         Ok(outcome)
     }
 
+    /// Records transfers found by a rescan of a block already connected (to
+    /// addresses the watcher learned of late). Idempotent; skipped when the
+    /// block is no longer on the chain we hold.
+    pub async fn backfill(
+        &self,
+        network: Network,
+        block: &paywatch_core::BlockRef,
+        timestamp: i64,
+        transfers: &[paywatch_core::Transfer],
+    ) -> Result<bool, IngestError> {
+        let now = self.clock.now_ms();
+        let mut tx = self.store.begin().await?;
+        if transfers.is_empty()
+            || self
+                .store
+                .is_block_orphaned(&mut tx, network, &block.hash)
+                .await?
+        {
+            return Ok(false);
+        }
+        if let Some(t) = transfers.iter().find(|t| t.network != network) {
+            return Err(IngestError::ForeignTransfer {
+                watcher: network,
+                transfer: t.network,
+                block: block.to_string(),
+            });
+        }
+        self.store
+            .insert_transfers(
+                &mut tx,
+                block,
+                timestamp.saturating_mul(1000),
+                transfers,
+                now,
+            )
+            .await?;
+        let addresses: Vec<String> = transfers
+            .iter()
+            .map(|t| network.normalize_address(&t.to).into_owned())
+            .collect();
+        self.store
+            .touch_intents(&mut tx, network, &addresses)
+            .await?;
+        tx.commit().await.map_err(StoreError::from)?;
+        Ok(true)
+    }
+
     async fn apply_one(
         &self,
         tx: &mut Tx,

@@ -48,6 +48,8 @@ pub struct WatcherDeps {
 /// late by a concurrent transaction is still picked up.
 const WATCH_REFRESH_OVERLAP_MS: i64 = 5 * 60 * 1000;
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// The most blocks one rescan for late-learned addresses reads.
+const RESCAN_LIMIT: i64 = 10_000;
 
 pub async fn run<S: BlockSource>(
     cfg: WatcherConfig,
@@ -157,7 +159,7 @@ impl Watcher {
             s.reset_cursor(cursor);
             self.cursor_stale = false;
         }
-        self.refresh_watch_set().await?;
+        self.refresh_watch_set(s).await?;
 
         let events = match s.next_batch(self.cfg.blocks_per_poll).await {
             Ok(events) => events,
@@ -278,19 +280,80 @@ impl Watcher {
 
     /// Reads addresses issued since the last look (by any instance) into the
     /// watch set. Runs before every poll, so the set is never older than one
-    /// poll interval.
-    async fn refresh_watch_set(&mut self) -> Result<(), StoreError> {
+    /// poll interval. An address first learned here was issued by another
+    /// process, and a block fetched before this refresh may have paid it
+    /// unseen: the blocks connected since it was issued are read again.
+    async fn refresh_watch_set<S: BlockSource>(
+        &mut self,
+        stream: &CanonicalStream<S>,
+    ) -> Result<(), Trouble> {
         let now = self.now();
+        let first_look = self.refreshed_at.is_none();
         let since = self
             .refreshed_at
             .map_or(i64::MIN, |t| t - WATCH_REFRESH_OVERLAP_MS);
-        let addresses = self
+        let issued = self
             .deps
             .store
             .issued_addresses(self.cfg.network, since)
             .await?;
-        self.deps.watch.extend(addresses.iter().map(String::as_str));
+        let learned: Vec<(String, i64)> = issued
+            .into_iter()
+            .filter(|(address, _)| self.deps.watch.insert(address))
+            .collect();
+        if !first_look && !learned.is_empty() {
+            self.rescan_for(stream, &learned).await?;
+        }
         self.refreshed_at = Some(now);
+        Ok(())
+    }
+
+    async fn rescan_for<S: BlockSource>(
+        &self,
+        stream: &CanonicalStream<S>,
+        learned: &[(String, i64)],
+    ) -> Result<(), Trouble> {
+        let network = self.cfg.network;
+        let since = learned.iter().map(|(_, at)| *at).min().unwrap_or(0) - WATCH_REFRESH_OVERLAP_MS;
+        let addresses: std::collections::HashSet<String> = learned
+            .iter()
+            .map(|(a, _)| network.normalize_address(a).into_owned())
+            .collect();
+        let blocks = self
+            .deps
+            .store
+            .blocks_connected_since(network, since, RESCAN_LIMIT)
+            .await?;
+        let mut found = 0;
+        for ours in &blocks {
+            let Some(theirs) = stream
+                .source()
+                .block(ours.height)
+                .await
+                .map_err(|e| Trouble::Transient(e.to_string()))?
+            else {
+                continue;
+            };
+            if theirs.block.hash != ours.hash {
+                continue; // a reorg is under way; the stream deals with it
+            }
+            let transfers: Vec<_> = theirs
+                .transfers
+                .into_iter()
+                .filter(|t| addresses.contains(network.normalize_address(&t.to).as_ref()))
+                .collect();
+            found += transfers.len();
+            self.deps
+                .ingest
+                .backfill(network, ours, theirs.timestamp, &transfers)
+                .await?;
+        }
+        info!(
+            addresses = addresses.len(),
+            blocks = blocks.len(),
+            found,
+            "rescanned for addresses issued elsewhere"
+        );
         Ok(())
     }
 }

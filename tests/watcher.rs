@@ -16,6 +16,7 @@ use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
 on_both_databases!(
+    a_block_read_before_the_watcher_learned_of_an_address_is_read_again,
     a_failed_write_is_applied_again_without_waiting_for_another_block,
     the_watcher_records_payments_and_its_progress,
     a_node_outage_leaves_the_watcher_degraded_then_it_recovers_without_loss,
@@ -257,6 +258,64 @@ async fn a_failed_write_is_applied_again_without_waiting_for_another_block(b: Ba
             .len(),
         1
     );
+    h.reconciler.run_until_idle().await.unwrap();
+    assert_eq!(h.intent(intent.id).await.status, Status::Paid);
+    running.stop().await.expect("a clean stop");
+}
+
+async fn a_block_read_before_the_watcher_learned_of_an_address_is_read_again(b: Backend) {
+    let mut h = Harness::new(b, Network::Ethereum, 1).await;
+    let pool = h.import_pool(1).await;
+    // Another instance's watch set: this watcher learns of addresses only
+    // from the database.
+    let own = Arc::new(WatchSet::new(Network::Ethereum));
+    let running = start(&h, own.clone(), 10);
+    wait_for(&h, "the first poll", |s| s.watcher_state == "running").await;
+
+    // The race, made deterministic: the watcher reads the paying block while
+    // the address is still unknown to it...
+    h.pay(
+        &pool[0],
+        Asset::Eth,
+        paywatch_core::Amount(40_000_000_000_000_000),
+    );
+    h.mine(1);
+    let tip = h.chain.height();
+    wait_for(&h, "the paying block read", |s| {
+        s.cursor_height == Some(tip)
+    })
+    .await;
+    assert_eq!(
+        h.store
+            .transfers(Some(h.network), None, 10)
+            .await
+            .unwrap()
+            .len(),
+        0
+    );
+
+    // ...and learns of it afterwards, issued elsewhere.
+    let intent = h.create("order", "w-6", "ETH", "100").await;
+    assert_eq!(intent.address, pool[0]);
+    for _ in 0..500 {
+        if !h
+            .store
+            .transfers(Some(h.network), None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let recorded = h.store.transfers(Some(h.network), None, 10).await.unwrap();
+    assert_eq!(
+        recorded.len(),
+        1,
+        "the block was read again for the new address"
+    );
+    assert_eq!(recorded[0].block_height, tip);
     h.reconciler.run_until_idle().await.unwrap();
     assert_eq!(h.intent(intent.id).await.status, Status::Paid);
     running.stop().await.expect("a clean stop");

@@ -140,21 +140,24 @@ impl Store {
         Ok(())
     }
 
-    /// Issued addresses of a network, issued at or after `since_ms`: what a
-    /// watcher must look for. Addresses stay watched forever.
+    /// Issued addresses of a network, issued at or after `since_ms`, with
+    /// when: what a watcher must look for. Addresses stay watched forever.
     pub async fn issued_addresses(
         &self,
         network: Network,
         since_ms: i64,
-    ) -> Result<Vec<String>, StoreError> {
+    ) -> Result<Vec<(String, i64)>, StoreError> {
         let rows = sqlx::query(
-            "SELECT address FROM addresses WHERE network = $1 AND issued_at IS NOT NULL AND issued_at >= $2",
+            "SELECT address, issued_at FROM addresses \
+             WHERE network = $1 AND issued_at IS NOT NULL AND issued_at >= $2",
         )
         .bind(network.as_str())
         .bind(since_ms)
         .fetch_all(self.pool())
         .await?;
-        rows.iter().map(|r| Ok(r.try_get("address")?)).collect()
+        rows.iter()
+            .map(|r| Ok((r.try_get("address")?, r.try_get("issued_at")?)))
+            .collect()
     }
 
     /// How many pool addresses a network has left to issue.

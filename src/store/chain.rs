@@ -55,6 +55,34 @@ impl Store {
         Ok(())
     }
 
+    /// Active blocks connected at or after `since_ms`, ascending, at most `limit`.
+    pub(crate) async fn blocks_connected_since(
+        &self,
+        network: Network,
+        since_ms: i64,
+        limit: i64,
+    ) -> Result<Vec<BlockRef>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT height, hash, parent FROM blocks \
+             WHERE network = $1 AND orphaned_at IS NULL AND connected_at >= $2 ORDER BY height LIMIT $3",
+        )
+        .bind(network.as_str())
+        .bind(since_ms)
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let height: i64 = r.try_get("height")?;
+                Ok(BlockRef {
+                    height: height as u64,
+                    hash: r.try_get("hash")?,
+                    parent: r.try_get("parent")?,
+                })
+            })
+            .collect()
+    }
+
     /// The last `depth` connected blocks, ascending: the canonical stream's cursor.
     pub async fn load_cursor(
         &self,

@@ -230,7 +230,7 @@ impl Harness {
             .unwrap();
         let watch = Arc::new(WatchSet::new(self.network));
         let issued = store.issued_addresses(self.network, 0).await.unwrap();
-        watch.extend(issued.iter().map(String::as_str));
+        watch.extend(issued.iter().map(|(a, _)| a.as_str()));
         let (intents, ingest, reconciler) = components(
             &store,
             &self.clock,
