@@ -42,7 +42,7 @@ pub enum IntentError {
     AmountInvalid(String),
     #[error("{field}: {why}")]
     FieldInvalid { field: &'static str, why: String },
-    #[error("rate unavailable: {0}")]
+    #[error("{0}")]
     RateUnavailable(#[from] RateError),
     #[error("no address available on {0}: import more into its pool")]
     NoAddressAvailable(Network),
