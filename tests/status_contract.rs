@@ -20,6 +20,7 @@ use paywatch::IntentKind;
 use paywatch_core::{Amount, Asset, AssetId, ChainEvent, Method, Network};
 
 on_both_databases!(
+    a_new_intent_after_an_expired_one_gets_a_new_address_and_a_new_quote,
     a_reorg_that_shortens_the_chain_above_a_final_payment_keeps_it_paid,
     a_reorg_replacing_the_final_block_lowers_finality_until_the_node_confirms_again,
     exact_payment_is_confirming_then_paid_once_final,
@@ -2171,4 +2172,40 @@ async fn a_reorg_replacing_the_final_block_lowers_finality_until_the_node_confir
         "still support's to resolve"
     );
     assert_eq!(h.count("SELECT COUNT(*) FROM settlements").await, 1);
+}
+
+async fn a_new_intent_after_an_expired_one_gets_a_new_address_and_a_new_quote(b: Backend) {
+    let mut h = Harness::new(b, Network::Bitcoin, 1).await;
+    h.import_pool(2).await;
+    let old = h.create("order", "order-again", "BTC", "100").await;
+    h.pass_expiry(&old);
+    h.sync().await;
+    assert_eq!(h.intent(old.id).await.status, Status::Expired);
+
+    let new = h.create("order", "order-again", "BTC", "100").await;
+    assert_ne!(new.address, old.address, "an address is never issued twice");
+    assert!(
+        new.rate_at_ms > old.rate_at_ms,
+        "the amount is quoted again, at a new rate lock"
+    );
+    assert!(new.expires_at_ms > old.expires_at_ms);
+
+    // Money sent late to the old address stays with the old intent.
+    h.pay(&old.address, Asset::Btc, old.amount_due);
+    h.pay(&new.address, Asset::Btc, new.amount_due);
+    h.mine(1);
+    h.sync().await;
+    let (old_now, new_now) = (h.intent(old.id).await, h.intent(new.id).await);
+    assert_eq!(
+        (old_now.status, old_now.exception),
+        (Status::NeedsReview, Some(Exception::PaidLate))
+    );
+    assert_eq!(new_now.status, Status::Paid);
+    assert_eq!(
+        h.store
+            .settled_intent(IntentKind::Order, "order-again")
+            .await
+            .unwrap(),
+        Some(new.id)
+    );
 }
