@@ -121,8 +121,9 @@ struct Watcher {
     deps: WatcherDeps,
     refreshed_at: Option<i64>,
     backoff: Duration,
-    /// A write failed after the stream moved on: its cursor is ahead of the
-    /// database's and must be reloaded before anything else is emitted.
+    /// The stream's cursor no longer matches the database's (a write failed
+    /// after the stream moved on, or another worker moved it): reload it
+    /// before anything else is emitted.
     cursor_stale: bool,
 }
 
@@ -185,12 +186,7 @@ impl Watcher {
             }
             if let ApplyOutcome::CursorMismatch { stored } = applied? {
                 warn!(stored = ?stored, "the stored cursor moved under this watcher; reloading it");
-                let cursor = self
-                    .deps
-                    .store
-                    .load_cursor(network, self.cfg.max_reorg_depth + 1)
-                    .await?;
-                s.reset_cursor(cursor);
+                self.cursor_stale = true;
                 return Ok(Step::Busy);
             }
             self.deps.progress.notify_one();

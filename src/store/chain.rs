@@ -31,6 +31,16 @@ pub struct ChainStatus {
     pub updated_at_ms: i64,
 }
 
+fn block_ref_from_row(r: &sqlx::any::AnyRow) -> Result<BlockRef, StoreError> {
+    let height: i64 = r.try_get("height")?;
+    Ok(BlockRef {
+        height: u64::try_from(height)
+            .map_err(|_| StoreError::Corrupt(format!("block height {height}")))?,
+        hash: r.try_get("hash")?,
+        parent: r.try_get("parent")?,
+    })
+}
+
 fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
@@ -71,16 +81,7 @@ impl Store {
         .bind(limit)
         .fetch_all(self.pool())
         .await?;
-        rows.iter()
-            .map(|r| {
-                let height: i64 = r.try_get("height")?;
-                Ok(BlockRef {
-                    height: height as u64,
-                    hash: r.try_get("hash")?,
-                    parent: r.try_get("parent")?,
-                })
-            })
-            .collect()
+        rows.iter().map(block_ref_from_row).collect()
     }
 
     /// The last `depth` connected blocks, ascending: the canonical stream's cursor.
@@ -99,14 +100,7 @@ impl Store {
         .await?;
         let mut cursor = rows
             .iter()
-            .map(|r| {
-                let height: i64 = r.try_get("height")?;
-                Ok(BlockRef {
-                    height: height as u64,
-                    hash: r.try_get("hash")?,
-                    parent: r.try_get("parent")?,
-                })
-            })
+            .map(block_ref_from_row)
             .collect::<Result<Vec<_>, StoreError>>()?;
         cursor.reverse();
         Ok(cursor)
