@@ -107,6 +107,34 @@ impl Ingest {
         Ok(true)
     }
 
+    /// Makes the recorded mempool of `network` the node's current one, in
+    /// one transaction. The caller checks the snapshot was taken at the block
+    /// its cursor holds.
+    pub async fn apply_unconfirmed(
+        &self,
+        network: Network,
+        transfers: &[paywatch_core::Transfer],
+    ) -> Result<usize, IngestError> {
+        if let Some(t) = transfers.iter().find(|t| t.network != network) {
+            return Err(IngestError::ForeignTransfer {
+                watcher: network,
+                transfer: t.network,
+                block: crate::store::MEMPOOL_BLOCK.to_owned(),
+            });
+        }
+        let now = self.clock.now_ms();
+        let mut tx = self.store.begin().await?;
+        let mut touched = self
+            .store
+            .replace_unconfirmed(&mut tx, network, transfers, now)
+            .await?;
+        touched.sort_unstable();
+        touched.dedup();
+        self.store.touch_intents(&mut tx, network, &touched).await?;
+        tx.commit().await.map_err(StoreError::from)?;
+        Ok(touched.len())
+    }
+
     async fn apply_one(
         &self,
         tx: &mut Tx,
@@ -148,6 +176,9 @@ impl Ingest {
                     .await?;
                 self.store
                     .insert_transfers(tx, block, timestamp_ms, transfers, now)
+                    .await?;
+                self.store
+                    .retire_unconfirmed(tx, network, transfers, now)
                     .await?;
                 let addresses: Vec<String> = transfers
                     .iter()

@@ -210,6 +210,7 @@ impl Watcher {
         }
         let cursor = s.cursor_tip().map_or(0, |c| c.height);
         if events.is_empty() {
+            self.follow_mempool(s).await?;
             tracing::debug!(
                 tip,
                 cursor,
@@ -229,6 +230,41 @@ impl Watcher {
             );
             Ok(Step::Busy)
         }
+    }
+
+    /// Records what waits unmined for watched addresses, once caught up. A
+    /// snapshot taken at another best block than the cursor's is skipped: a
+    /// block arriving mid-snapshot would make mined money look dropped.
+    async fn follow_mempool<S: BlockSource>(
+        &mut self,
+        stream: &CanonicalStream<S>,
+    ) -> Result<(), Trouble> {
+        let Some(snapshot) = stream
+            .source()
+            .unconfirmed()
+            .await
+            .map_err(|e| Trouble::Transient(format!("mempool: {e}")))?
+        else {
+            return Ok(());
+        };
+        if stream.cursor_tip().map(|c| c.hash.as_str()) != Some(snapshot.tip.as_str()) {
+            tracing::debug!(tip = %snapshot.tip, "mempool snapshot from another best block; next poll");
+            return Ok(());
+        }
+        let touched = self
+            .deps
+            .ingest
+            .apply_unconfirmed(self.cfg.network, &snapshot.transfers)
+            .await?;
+        if touched > 0 {
+            info!(
+                unconfirmed = snapshot.transfers.len(),
+                addresses = touched,
+                "mempool changed"
+            );
+            self.deps.progress.notify_one();
+        }
+        Ok(())
     }
 
     async fn open_stream<S: BlockSource>(

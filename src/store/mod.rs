@@ -11,6 +11,7 @@ mod intents;
 mod migrations;
 mod reconcile;
 mod transfers;
+mod unconfirmed;
 
 use std::time::Duration;
 
@@ -25,6 +26,7 @@ pub use error::StoreError;
 pub use intents::{IntentEvent, IntentRecord, NewIntentRow};
 pub(crate) use reconcile::ReconcileWrite;
 pub use transfers::TransferRecord;
+pub use unconfirmed::{MEMPOOL_BLOCK, MEMPOOL_HEIGHT};
 
 pub(crate) type Tx = Transaction<'static, sqlx::Any>;
 

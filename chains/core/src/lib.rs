@@ -16,6 +16,6 @@ pub use amount::{Amount, AmountError, AmountProblem};
 pub use block::{AssetId, BlockRef, ChainEvent, SourceBlock, Transfer};
 pub use method::{Asset, Method, MethodError};
 pub use network::{Network, UnknownNetwork};
-pub use source::{BlockSource, SourceError};
+pub use source::{BlockSource, SourceError, Unconfirmed};
 pub use stream::{CanonicalStream, StreamError};
-pub use watch::WatchSet;
+pub use watch::{WatchKeyFn, WatchRead, WatchSet};

@@ -1,6 +1,6 @@
 use async_trait::async_trait;
 
-use crate::{BlockRef, Network, SourceBlock};
+use crate::{BlockRef, Network, SourceBlock, Transfer};
 
 /// A chain as one watcher sees it. Chain crates implement this and nothing
 /// about reorgs: the canonical stream is the only place that decides.
@@ -24,6 +24,22 @@ pub trait BlockSource: Send + Sync {
     async fn block_ref(&self, height: u64) -> Result<Option<BlockRef>, SourceError> {
         Ok(self.block(height).await?.map(|b| b.block))
     }
+
+    /// Transfers to watched addresses that the node holds unconfirmed (a
+    /// mempool). `None` for sources without one; every call gives the whole
+    /// current set, so what is missing from it has left unmined.
+    async fn unconfirmed(&self) -> Result<Option<Unconfirmed>, SourceError> {
+        Ok(None)
+    }
+}
+
+/// A mempool snapshot, taken while the node's best block was `tip`: it is
+/// only complete beside a cursor at that same block, since a block arriving
+/// mid-snapshot moves transactions out of the pool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unconfirmed {
+    pub tip: String,
+    pub transfers: Vec<Transfer>,
 }
 
 /// Whether retrying can help tells the one backoff loop what to do.
@@ -65,5 +81,9 @@ impl<T: BlockSource + ?Sized> BlockSource for std::sync::Arc<T> {
 
     async fn block_ref(&self, height: u64) -> Result<Option<BlockRef>, SourceError> {
         (**self).block_ref(height).await
+    }
+
+    async fn unconfirmed(&self) -> Result<Option<Unconfirmed>, SourceError> {
+        (**self).unconfirmed().await
     }
 }
