@@ -1,0 +1,20 @@
+//! Bitcoin and Litecoin for paywatch: fetch and translate, nothing else.
+//! Reorgs are the core's canonical stream's business, not this crate's.
+
+mod block;
+mod extract;
+mod node;
+mod params;
+mod rpc;
+mod scan;
+
+pub use block::{from_hex, transaction_outputs, BlockError, Output, RawBlock};
+pub use extract::{extract, ExtractError, FoundPayment};
+pub use node::{NodeConfig, NodeSource};
+pub use params::{Chain, Params, UnknownChain};
+pub use rpc::{NodeRpc, RpcAuth, RpcError};
+pub use scan::{native_asset, scan_block, scan_outputs, watch_key};
+mod address;
+mod derive;
+pub use address::{address_for_script, script_for_address, AddressError, AddressProblem};
+pub use derive::{AccountKey, DeriveError};

@@ -1,0 +1,409 @@
+//! A bitcoind or litecoind node as a [`BlockSource`]: raw blocks over RPC,
+//! read ahead in batches while the watcher writes, and the mempool.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bitcoin::BlockHash;
+use paywatch_core::{
+    BlockRef, BlockSource, Network, SourceBlock, SourceError, Unconfirmed, WatchSet,
+};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::sync::Mutex;
+use tokio::task::JoinHandle;
+use tracing::{debug, warn};
+
+use crate::block::{from_hex, transaction_outputs, RawBlock};
+use crate::params::Params;
+use crate::rpc::{NodeRpc, RpcError, RPC_INVALID_ADDRESS_OR_KEY, RPC_INVALID_PARAMETER};
+use crate::scan::{scan_block, scan_outputs};
+
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    pub params: Params,
+    /// A block with this many confirmations is final (3 for BTC, 6 for LTC by default).
+    pub confirmations: u32,
+    /// Blocks fetched per batched request while catching up.
+    pub blocks_per_request: usize,
+    /// Follow the mempool, so payments show as `confirming` at zero confirmations.
+    pub mempool: bool,
+}
+
+pub struct NodeSource {
+    rpc: Arc<NodeRpc>,
+    cfg: NodeConfig,
+    watch: Arc<WatchSet>,
+    /// The node's height as last seen; read-ahead never passes it.
+    known_tip: Arc<AtomicU64>,
+    chain_checked: std::sync::atomic::AtomicBool,
+    ahead: Mutex<ReadAhead>,
+    mempool: Mutex<HashMap<String, Vec<OwnedOutput>>>,
+}
+
+impl std::fmt::Debug for NodeSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeSource")
+            .field("rpc", &self.rpc)
+            .field("cfg", &self.cfg)
+            .finish()
+    }
+}
+
+type Fetched = Vec<(u64, String, Vec<u8>)>;
+
+#[derive(Default)]
+struct ReadAhead {
+    ready: VecDeque<(u64, String, Vec<u8>)>,
+    pending: Option<(u64, JoinHandle<Result<Fetched, SourceError>>)>,
+}
+
+impl ReadAhead {
+    fn clear(&mut self) {
+        self.ready.clear();
+        if let Some((_, h)) = self.pending.take() {
+            h.abort();
+        }
+    }
+}
+
+struct OwnedOutput {
+    index: u32,
+    value: u64,
+    script: bitcoin::ScriptBuf,
+}
+
+#[derive(Deserialize)]
+struct HeaderInfo {
+    height: u64,
+    hash: String,
+    previousblockhash: Option<String>,
+}
+
+impl NodeSource {
+    pub fn new(rpc: NodeRpc, cfg: NodeConfig, watch: Arc<WatchSet>) -> NodeSource {
+        NodeSource {
+            rpc: Arc::new(rpc),
+            cfg,
+            watch,
+            known_tip: Arc::new(AtomicU64::new(0)),
+            chain_checked: std::sync::atomic::AtomicBool::new(false),
+            ahead: Mutex::new(ReadAhead::default()),
+            mempool: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn params(&self) -> &Params {
+        &self.cfg.params
+    }
+
+    /// The node must serve the chain the addresses are for: a mainnet
+    /// watcher on a testnet node would mark nothing paid, or worse.
+    async fn check_chain(&self) -> Result<(), SourceError> {
+        if self.chain_checked.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let info: Value = self
+            .rpc
+            .call("getblockchaininfo", json!([]))
+            .await
+            .map_err(transient)?;
+        let chain = info.get("chain").and_then(Value::as_str).unwrap_or("?");
+        let theirs = crate::params::Chain::from_str(chain)
+            .map_err(|e| SourceError::Fatal(format!("node at {}: {e}", self.rpc.url())))?;
+        if theirs != self.cfg.params.chain {
+            return Err(SourceError::Fatal(format!(
+                "node at {} serves {} chain '{chain}', but paywatch is configured for {} {}",
+                self.rpc.url(),
+                self.cfg.params.network,
+                self.cfg.params.network,
+                self.cfg.params.chain
+            )));
+        }
+        self.chain_checked.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    async fn header(&self, hash: &str) -> Result<Option<BlockRef>, SourceError> {
+        match self
+            .rpc
+            .call::<HeaderInfo>("getblockheader", json!([hash, true]))
+            .await
+        {
+            Ok(h) => Ok(Some(BlockRef {
+                height: h.height,
+                hash: h.hash,
+                parent: h.previousblockhash.unwrap_or_default(),
+            })),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(transient(e)),
+        }
+    }
+
+    /// The raw block at `height`, from read-ahead when it is there.
+    async fn raw_block(&self, height: u64) -> Result<Option<(String, Vec<u8>)>, SourceError> {
+        let mut ahead = self.ahead.lock().await;
+        if ahead.ready.front().is_none_or(|(h, _, _)| *h != height) {
+            ahead.ready.clear();
+            match ahead.pending.take() {
+                Some((from, handle)) if from == height => {
+                    let fetched = handle
+                        .await
+                        .map_err(|e| SourceError::Transient(format!("read-ahead task: {e}")))??;
+                    ahead.ready.extend(fetched);
+                }
+                other => {
+                    if let Some((_, h)) = other {
+                        h.abort();
+                    }
+                    let count = self.batch_len(height);
+                    let fetched = fetch_range(self.rpc.clone(), height, count).await?;
+                    ahead.ready.extend(fetched);
+                }
+            }
+        }
+        let Some((_, hash, bytes)) = ahead.ready.pop_front() else {
+            return Ok(None);
+        };
+        // Keep one batch in flight behind the one being handed out.
+        if ahead.pending.is_none() {
+            let next = ahead.ready.back().map_or(height, |(h, _, _)| *h) + 1;
+            let count = self.batch_len(next);
+            if count > 0 {
+                let rpc = self.rpc.clone();
+                let handle = tokio::spawn(fetch_range(rpc, next, count));
+                ahead.pending = Some((next, handle));
+            }
+        }
+        Ok(Some((hash, bytes)))
+    }
+
+    fn batch_len(&self, from: u64) -> usize {
+        let tip = self.known_tip.load(Ordering::Relaxed);
+        let left = tip.saturating_add(1).saturating_sub(from);
+        usize::try_from(left)
+            .unwrap_or(usize::MAX)
+            .clamp(1, self.cfg.blocks_per_request.max(1))
+    }
+
+    fn translate(&self, height: u64, hash: &str, bytes: &[u8]) -> Result<SourceBlock, SourceError> {
+        let bad = |why: String| {
+            SourceError::Transient(format!(
+                "{} block {hash} at height {height} is unusable: {why}",
+                self.cfg.params.network
+            ))
+        };
+        let wanted = BlockHash::from_str(hash).map_err(|e| bad(format!("block hash: {e}")))?;
+        let block = RawBlock::parse(bytes).map_err(|e| bad(e.to_string()))?;
+        block.verify(Some(wanted)).map_err(|e| bad(e.to_string()))?;
+        let transfers = scan_block(&block, &self.cfg.params, &self.watch.read());
+        Ok(SourceBlock {
+            block: BlockRef {
+                height,
+                hash: hash.to_owned(),
+                parent: block.header.prev_blockhash.to_string(),
+            },
+            timestamp: i64::from(block.header.time),
+            transfers,
+        })
+    }
+}
+
+/// Heights `from..from+count` (as far as the node has them), as raw blocks.
+async fn fetch_range(rpc: Arc<NodeRpc>, from: u64, count: usize) -> Result<Fetched, SourceError> {
+    let heights: Vec<Value> = (0..count as u64).map(|i| json!([from + i])).collect();
+    let mut hashes = Vec::with_capacity(count);
+    for (i, answer) in rpc
+        .batch::<String>("getblockhash", &heights)
+        .await
+        .map_err(transient)?
+        .into_iter()
+        .enumerate()
+    {
+        match answer {
+            Ok(hash) => hashes.push((from + i as u64, hash)),
+            Err(e) if is_not_found(&e) => break,
+            Err(e) => return Err(transient(e)),
+        }
+    }
+    let params: Vec<Value> = hashes.iter().map(|(_, h)| json!([h, 0])).collect();
+    let mut out = Vec::with_capacity(hashes.len());
+    for ((height, hash), answer) in hashes.into_iter().zip(
+        rpc.batch::<String>("getblock", &params)
+            .await
+            .map_err(transient)?,
+    ) {
+        match answer {
+            Ok(hex) => {
+                let bytes = from_hex(&hex).map_err(|e| {
+                    SourceError::Transient(format!("block {hash} at height {height}: {e}"))
+                })?;
+                out.push((height, hash, bytes));
+            }
+            // Replaced between the two calls: hand out what came before it.
+            Err(e) if is_not_found(&e) => break,
+            Err(e) => return Err(transient(e)),
+        }
+    }
+    Ok(out)
+}
+
+fn is_not_found(e: &RpcError) -> bool {
+    matches!(e, RpcError::Node { code, .. } if *code == RPC_INVALID_PARAMETER || *code == RPC_INVALID_ADDRESS_OR_KEY)
+}
+
+fn transient(e: RpcError) -> SourceError {
+    match e {
+        RpcError::Unauthorized(_) => {
+            SourceError::Transient(format!("{e}; check the RPC credentials"))
+        }
+        other => SourceError::Transient(other.to_string()),
+    }
+}
+
+#[async_trait]
+impl BlockSource for NodeSource {
+    fn network(&self) -> Network {
+        self.cfg.params.network
+    }
+
+    async fn tip(&self) -> Result<BlockRef, SourceError> {
+        self.check_chain().await?;
+        let best: String = self
+            .rpc
+            .call("getbestblockhash", json!([]))
+            .await
+            .map_err(transient)?;
+        let tip = self.header(&best).await?.ok_or_else(|| {
+            SourceError::Transient(format!("the best block {best} vanished; retrying"))
+        })?;
+        self.known_tip.store(tip.height, Ordering::Relaxed);
+        Ok(tip)
+    }
+
+    async fn final_height(&self) -> Result<u64, SourceError> {
+        let count: u64 = self
+            .rpc
+            .call("getblockcount", json!([]))
+            .await
+            .map_err(transient)?;
+        Ok((count + 1).saturating_sub(u64::from(self.cfg.confirmations.max(1))))
+    }
+
+    async fn block(&self, height: u64) -> Result<Option<SourceBlock>, SourceError> {
+        let Some((hash, bytes)) = self.raw_block(height).await? else {
+            return Ok(None);
+        };
+        match self.translate(height, &hash, &bytes) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) => {
+                // Nothing read ahead after a bad answer is trusted either.
+                self.ahead.lock().await.clear();
+                Err(e)
+            }
+        }
+    }
+
+    async fn block_ref(&self, height: u64) -> Result<Option<BlockRef>, SourceError> {
+        let hash = match self
+            .rpc
+            .call::<String>("getblockhash", json!([height]))
+            .await
+        {
+            Ok(h) => h,
+            Err(e) if is_not_found(&e) => return Ok(None),
+            Err(e) => return Err(transient(e)),
+        };
+        Ok(self.header(&hash).await?.filter(|b| b.height == height))
+    }
+
+    async fn unconfirmed(&self) -> Result<Option<Unconfirmed>, SourceError> {
+        if !self.cfg.mempool {
+            return Ok(None);
+        }
+        let before: String = self
+            .rpc
+            .call("getbestblockhash", json!([]))
+            .await
+            .map_err(transient)?;
+        let txids: Vec<String> = self
+            .rpc
+            .call("getrawmempool", json!([false]))
+            .await
+            .map_err(transient)?;
+        let mut cache = self.mempool.lock().await;
+        let current: HashSet<&str> = txids.iter().map(String::as_str).collect();
+        cache.retain(|txid, _| current.contains(txid.as_str()));
+        let new: Vec<&String> = txids.iter().filter(|t| !cache.contains_key(*t)).collect();
+        for chunk in new.chunks(500) {
+            let params: Vec<Value> = chunk.iter().map(|t| json!([t, false])).collect();
+            let answers = self
+                .rpc
+                .batch::<String>("getrawtransaction", &params)
+                .await
+                .map_err(transient)?;
+            for (txid, answer) in chunk.iter().zip(answers) {
+                let hex = match answer {
+                    Ok(hex) => hex,
+                    Err(e) if is_not_found(&e) => continue, // left the pool meanwhile
+                    Err(e) => return Err(transient(e)),
+                };
+                let outputs = match from_hex(&hex).map_err(|e| e.to_string()).and_then(|b| {
+                    transaction_outputs(&b)
+                        .map(|outs| {
+                            outs.iter()
+                                .map(|o| OwnedOutput {
+                                    index: o.index,
+                                    value: o.value,
+                                    script: o.script.to_owned(),
+                                })
+                                .collect::<Vec<_>>()
+                        })
+                        .map_err(|e| e.to_string())
+                }) {
+                    Ok(o) => o,
+                    Err(why) => {
+                        warn!(%txid, %why, "unreadable mempool transaction; it is seen once mined");
+                        Vec::new()
+                    }
+                };
+                cache.insert((*txid).clone(), outputs);
+            }
+        }
+        let after: String = self
+            .rpc
+            .call("getbestblockhash", json!([]))
+            .await
+            .map_err(transient)?;
+        let watch = self.watch.read();
+        let mut transfers = Vec::new();
+        for (txid, outputs) in cache.iter() {
+            let borrowed: Vec<crate::block::Output<'_>> = outputs
+                .iter()
+                .map(|o| crate::block::Output {
+                    index: o.index,
+                    value: o.value,
+                    script: &o.script,
+                })
+                .collect();
+            transfers.extend(scan_outputs(txid, &borrowed, &self.cfg.params, &watch));
+        }
+        debug!(
+            pool = cache.len(),
+            watched = transfers.len(),
+            "mempool read"
+        );
+        Ok(Some(Unconfirmed {
+            // A block in between moved transactions out: not a full picture.
+            tip: if before == after {
+                before
+            } else {
+                String::new()
+            },
+            transfers,
+        }))
+    }
+}
