@@ -4,3 +4,9 @@
 mod scripted;
 
 pub use scripted::{ScriptedChain, ScriptedSource};
+
+pub mod electrumx;
+pub mod litecoind;
+
+pub use electrumx::{ElectrumX, ElectrumXOptions};
+pub use litecoind::{Auth, HarnessError, LitecoinNode, NodeOptions};
