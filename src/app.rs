@@ -5,6 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use paywatch_core::{Network, WatchSet};
+
+use crate::chains;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinSet;
 use tracing::{error, info, warn, Instrument};
@@ -25,10 +27,8 @@ pub enum AppError {
     Settings(#[from] SettingsError),
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error(
-        "networks.{network}.source = '{kind}' is not available in this build; available: devchain"
-    )]
-    UnknownSource { network: Network, kind: String },
+    #[error(transparent)]
+    Chain(#[from] crate::chains::ChainSetupError),
 }
 
 /// Everything built from settings, shared by `run` and the one-shot commands.
@@ -51,8 +51,17 @@ impl Context {
         let watch: HashMap<Network, Arc<WatchSet>> = settings
             .enabled_networks()
             .into_iter()
-            .map(|n| (n, Arc::new(WatchSet::new(n))))
+            .map(|n| (n, Arc::new(chains::watch_set(n, settings.network(n)))))
             .collect();
+        let mut derivers = HashMap::new();
+        for network in settings.enabled_networks() {
+            let ns = settings
+                .network(network)
+                .expect("enabled networks have settings");
+            if let Some(d) = chains::deriver(network, ns)? {
+                derivers.insert(network, d);
+            }
+        }
         let source: Arc<dyn RateSource> = match settings.rates.source.as_str() {
             "http" => Arc::new(HttpJsonRates::new(
                 settings.rates.http.url.clone(),
@@ -67,7 +76,7 @@ impl Context {
             store.clone(),
             rates,
             settings.intent_policy()?,
-            HashMap::new(),
+            derivers,
             watch.clone(),
             clock.clone(),
         );
@@ -90,6 +99,14 @@ impl Context {
 
 /// Runs until SIGINT or SIGTERM, then stops every task between two events.
 pub async fn run(ctx: Context) -> Result<(), AppError> {
+    run_until(ctx, shutdown_signal()).await
+}
+
+/// Runs until `shutdown` completes, then stops every task between two events.
+pub async fn run_until(
+    ctx: Context,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), AppError> {
     let (stop_tx, stop_rx) = watch::channel(false);
     let progress = Arc::new(Notify::new());
     let ingest = Ingest::new(ctx.store.clone(), ctx.clock.clone());
@@ -117,8 +134,16 @@ pub async fn run(ctx: Context) -> Result<(), AppError> {
             clock: ctx.clock.clone(),
             progress: progress.clone(),
         };
-        match ns.source.as_str() {
-            "devchain" => {
+        let stop = stop_rx.clone();
+        match chains::source(network, &ns, deps.watch.clone())? {
+            Some(source) => {
+                tasks.spawn(async move {
+                    if let Err(e) = watcher::run(cfg, source, deps, stop).await {
+                        error!(error = %e, "watcher ended");
+                    }
+                });
+            }
+            None => {
                 let stored_tip = ctx.store.load_cursor(network, 1).await?.pop();
                 let chain = devchains.start(
                     network,
@@ -129,18 +154,11 @@ pub async fn run(ctx: Context) -> Result<(), AppError> {
                     stop_rx.clone(),
                 );
                 let source = chain.source(deps.watch.clone());
-                let stop = stop_rx.clone();
                 tasks.spawn(async move {
                     if let Err(e) = watcher::run(cfg, source, deps, stop).await {
                         error!(error = %e, "watcher ended");
                     }
                 });
-            }
-            other => {
-                return Err(AppError::UnknownSource {
-                    network,
-                    kind: other.to_owned(),
-                })
             }
         }
     }
@@ -174,7 +192,7 @@ pub async fn run(ctx: Context) -> Result<(), AppError> {
     tasks.spawn(reconcile.instrument(tracing::info_span!("reconcile")));
 
     info!(networks = ?ctx.settings.enabled_networks(), database = ctx.store.dialect().as_str(), "paywatch running");
-    shutdown_signal().await;
+    shutdown.await;
     info!("shutting down");
     let _ = stop_tx.send(true);
     while tasks.join_next().await.is_some() {}

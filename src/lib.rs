@@ -4,6 +4,7 @@
 //! [`ingest`] → [`reconcile`] → shared database → storefront, operators, support.
 
 pub mod app;
+pub mod chains;
 pub mod clock;
 mod devnet;
 pub mod ingest;

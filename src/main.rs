@@ -42,6 +42,20 @@ enum Command {
     Transfers(TransferCommand),
     /// Each watcher's tip, cursor, lag and last error.
     Status,
+    /// Print the payments a raw block file (hex or binary, as `getblock … 0`
+    /// gives it) holds for some addresses, through the watcher's own parser:
+    /// txid, output index, address, amount in base units and in coin.
+    Extract {
+        /// bitcoin or litecoin.
+        #[arg(long)]
+        network: String,
+        /// A raw block file; repeat for several.
+        #[arg(long = "file", required = true)]
+        files: Vec<String>,
+        /// An address to look for (any standard type); repeat for several.
+        #[arg(long = "watch", required = true)]
+        watch: Vec<String>,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -124,6 +138,40 @@ fn main() -> std::process::ExitCode {
     }
 }
 
+fn extract(network: &str, files: &[String], watch: &[String]) -> anyhow::Result<()> {
+    let network: Network = network.parse().context("method_unknown")?;
+    let mut blocks = Vec::new();
+    for f in files {
+        let bytes = std::fs::read(f).with_context(|| format!("file_unreadable: {f}"))?;
+        blocks.push((f.clone(), bytes));
+    }
+    let found = paywatch_utxo::extract(network, &blocks, watch).context("extract_failed")?;
+    let decimals = match network {
+        Network::Bitcoin | Network::Litecoin => 8,
+        _ => 0,
+    };
+    let unit = paywatch_utxo::native_asset(network).code();
+    for p in &found {
+        let t = &p.transfer;
+        println!(
+            "{} {} {} {} {} {}",
+            t.txid,
+            t.index,
+            t.to,
+            t.amount,
+            t.amount.to_decimal_string(decimals),
+            unit
+        );
+    }
+    eprintln!(
+        "{} payment(s) to {} watched address(es) in {} block file(s)",
+        found.len(),
+        watch.len(),
+        files.len()
+    );
+    Ok(())
+}
+
 async fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
@@ -134,10 +182,20 @@ async fn run() -> anyhow::Result<()> {
         // Colour only on a terminal: journald and log files get plain text.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    if let Command::Extract {
+        network,
+        files,
+        watch,
+    } = &cli.command
+    {
+        // Needs no database and no settings: it reads files only.
+        return extract(network, files, watch);
+    }
     let settings = Settings::load(cli.config.as_deref())?;
     let ctx = Context::build(settings).await?;
     match cli.command {
         Command::Run => app::run(ctx).await?,
+        Command::Extract { .. } => {} // answered above, without a database
         Command::Migrate => println!("migrations applied ({})", ctx.store.dialect().as_str()),
         Command::Intent(c) => intent(&ctx, c).await?,
         Command::Addresses(AddressCommand::Import { network, file }) => {

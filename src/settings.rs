@@ -79,6 +79,103 @@ pub struct NetworkSettings {
     pub start_height: Option<u64>,
     #[serde(default)]
     pub contracts: BTreeMap<String, String>,
+    /// Which chain of the network the node and keys are on: main, test or regtest.
+    #[serde(default = "main_chain")]
+    pub chain: String,
+    /// For `source = "node"`: the full node's RPC.
+    #[serde(default)]
+    pub rpc: RpcSettings,
+    /// For `source = "electrum"`: an Electrum server.
+    #[serde(default)]
+    pub electrum: ElectrumSettings,
+    /// Show payments waiting in the node's mempool as `confirming`.
+    #[serde(default = "yes")]
+    pub mempool: bool,
+    /// Account-level extended public key that fresh addresses are derived
+    /// from (BIP84 zpub/xpub for Bitcoin and Litecoin). Without one,
+    /// addresses come from imported pools only.
+    pub account_key: Option<Secret>,
+}
+
+fn main_chain() -> String {
+    "main".to_owned()
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A value never shown in logs or Debug output.
+#[derive(Clone, Deserialize, PartialEq, Eq)]
+#[serde(transparent)]
+pub struct Secret(pub String);
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct RpcSettings {
+    /// http://host:port of bitcoind or litecoind.
+    #[serde(default)]
+    pub url: String,
+    /// Bitcoin Core's `.cookie`; re-read when the node restarts. Used when no user is set.
+    pub cookie_file: Option<String>,
+    pub user: Option<String>,
+    pub password: Option<Secret>,
+    /// Blocks fetched per batched request while catching up.
+    #[serde(default = "blocks_per_request")]
+    pub blocks_per_request: usize,
+}
+
+fn blocks_per_request() -> usize {
+    32
+}
+
+impl Default for RpcSettings {
+    fn default() -> Self {
+        RpcSettings {
+            url: String::new(),
+            cookie_file: None,
+            user: None,
+            password: None,
+            blocks_per_request: blocks_per_request(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ElectrumSettings {
+    /// tcp://host:port (plain TCP; put TLS in front with a local tunnel).
+    #[serde(default)]
+    pub url: String,
+    /// Scripthash calls per batched request.
+    #[serde(default = "electrum_batch")]
+    pub batch_size: usize,
+    /// The most addresses to subscribe on one server; above it paywatch
+    /// refuses to start that watcher rather than miss payments.
+    #[serde(default = "electrum_max_subscriptions")]
+    pub max_subscriptions: usize,
+}
+
+fn electrum_batch() -> usize {
+    100
+}
+
+fn electrum_max_subscriptions() -> usize {
+    10_000
+}
+
+impl Default for ElectrumSettings {
+    fn default() -> Self {
+        ElectrumSettings {
+            url: String::new(),
+            batch_size: electrum_batch(),
+            max_subscriptions: electrum_max_subscriptions(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -24,6 +24,7 @@ use sqlx::{Column, Row as _, TypeInfo};
 
 /// Runs each named scenario `async fn name(b: Backend)` once on SQLite and
 /// once on PostgreSQL: `on_both_databases!(a, b, c);`.
+#[allow(unused_macros)]
 macro_rules! on_both_databases {
     ($($name:ident),+ $(,)?) => {
         mod sqlite {
@@ -36,6 +37,8 @@ macro_rules! on_both_databases {
         }
     };
 }
+
+pub mod ltc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {

@@ -1,0 +1,146 @@
+//! Settings → the chain crates: each network's watch set, block source and
+//! address deriver. The one place that knows which crate serves which network.
+
+use std::sync::Arc;
+
+use paywatch_core::{BlockSource, Network, WatchSet};
+use paywatch_utxo as utxo;
+
+use crate::intents::AddressDeriver;
+use crate::settings::NetworkSettings;
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ChainSetupError {
+    #[error("networks.{network}.{key}: {why}")]
+    Invalid {
+        network: Network,
+        key: &'static str,
+        why: String,
+    },
+    #[error(
+        "networks.{network}.source = '{kind}' is not available for {network}; available: {available}"
+    )]
+    UnknownSource {
+        network: Network,
+        kind: String,
+        available: &'static str,
+    },
+}
+
+/// The watch set `network`'s source reads: keyed by scriptPubKey for the
+/// UTXO chains, and listing its addresses for sources that ask per address.
+pub fn watch_set(network: Network, ns: Option<&NetworkSettings>) -> WatchSet {
+    let mut set = WatchSet::new(network);
+    if utxo::Params::serves(network) {
+        set = set.keyed(utxo::watch_key(network));
+    }
+    if ns.is_some_and(|n| n.source == "electrum") {
+        set = set.listing();
+    }
+    set
+}
+
+fn utxo_params(network: Network, ns: &NetworkSettings) -> Result<utxo::Params, ChainSetupError> {
+    let invalid = |key, why: String| ChainSetupError::Invalid { network, key, why };
+    let chain: utxo::Chain = ns
+        .chain
+        .parse()
+        .map_err(|e: utxo::UnknownChain| invalid("chain", e.to_string()))?;
+    utxo::Params::new(network, chain)
+        .ok_or_else(|| invalid("chain", "not a Bitcoin or Litecoin network".into()))
+}
+
+/// A node backend for `network`, or `None` for the in-process dev chain.
+pub fn source(
+    network: Network,
+    ns: &NetworkSettings,
+    watch: Arc<WatchSet>,
+) -> Result<Option<Arc<dyn BlockSource>>, ChainSetupError> {
+    let invalid = |key, why: String| ChainSetupError::Invalid { network, key, why };
+    let confirmations = u32::try_from(ns.confirmations)
+        .map_err(|_| invalid("confirmations", "too large".into()))?;
+    match (ns.source.as_str(), utxo::Params::serves(network)) {
+        ("devchain", _) => Ok(None),
+        ("node", true) => {
+            let params = utxo_params(network, ns)?;
+            let rpc = &ns.rpc;
+            if rpc.url.is_empty() {
+                return Err(invalid("rpc.url", "required for source = \"node\"".into()));
+            }
+            let auth = match (&rpc.user, &rpc.password, &rpc.cookie_file) {
+                (Some(user), Some(password), _) => utxo::RpcAuth::UserPassword {
+                    user: user.clone(),
+                    password: password.0.clone(),
+                },
+                (None, None, Some(cookie)) => utxo::RpcAuth::CookieFile(cookie.into()),
+                _ => {
+                    return Err(invalid(
+                        "rpc",
+                        "set either user and password, or cookie_file".into(),
+                    ))
+                }
+            };
+            let cfg = utxo::NodeConfig {
+                params,
+                confirmations,
+                blocks_per_request: rpc.blocks_per_request.max(1),
+                mempool: ns.mempool,
+            };
+            Ok(Some(Arc::new(utxo::NodeSource::new(
+                utxo::NodeRpc::new(&rpc.url, auth),
+                cfg,
+                watch,
+            ))))
+        }
+        (kind, true) => Err(ChainSetupError::UnknownSource {
+            network,
+            kind: kind.to_owned(),
+            available: "devchain, node, electrum",
+        }),
+        (kind, false) => Err(ChainSetupError::UnknownSource {
+            network,
+            kind: kind.to_owned(),
+            available: "devchain",
+        }),
+    }
+}
+
+/// The deriver for `network`'s account key, when one is configured.
+pub fn deriver(
+    network: Network,
+    ns: &NetworkSettings,
+) -> Result<Option<Arc<dyn AddressDeriver>>, ChainSetupError> {
+    let Some(key) = &ns.account_key else {
+        return Ok(None);
+    };
+    if !utxo::Params::serves(network) {
+        return Err(ChainSetupError::Invalid {
+            network,
+            key: "account_key",
+            why: format!("deriving {network} addresses is not available yet; import a pool"),
+        });
+    }
+    let params = utxo_params(network, ns)?;
+    let account = utxo::AccountKey::parse(network, params.chain, &key.0).map_err(|e| {
+        ChainSetupError::Invalid {
+            network,
+            key: "account_key",
+            why: e.to_string(),
+        }
+    })?;
+    Ok(Some(Arc::new(Bip84(account))))
+}
+
+#[derive(Debug)]
+struct Bip84(utxo::AccountKey);
+
+impl AddressDeriver for Bip84 {
+    fn network(&self) -> Network {
+        self.0.network()
+    }
+
+    fn derive(&self, index: u32) -> Result<String, String> {
+        self.0.receive_address(index).map_err(|e| e.to_string())
+    }
+}

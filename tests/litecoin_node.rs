@@ -1,0 +1,551 @@
+//! Payments on a real Litecoin Core regtest node, through the daemon's own
+//! intents, read directly from the node and through a real ElectrumX.
+//! Each scenario runs once per backend; the nodes are started by the test
+//! (`bash deploy/install-nodes.sh` installs them) and missing ones fail it.
+
+mod common;
+
+use common::ltc::{settings_for, Daemon, Options, Via};
+use common::{Backend, TestDb};
+use paywatch::reconcile::{Exception, Status};
+use paywatch_core::Amount;
+use paywatch_testkit::{ElectrumX, LitecoinNode, NodeOptions};
+use serde_json::json;
+
+const ONE_LTC: u128 = 100_000_000;
+
+/// A node, an ElectrumX when the scenario reads through one, and the daemon.
+struct World {
+    node: LitecoinNode,
+    electrum: Option<ElectrumX>,
+    daemon: Daemon,
+}
+
+async fn world(via: Via, node_opts: NodeOptions, opts: Options) -> World {
+    let node = LitecoinNode::start(node_opts)
+        .await
+        .unwrap_or_else(|e| panic!("Litecoin Core regtest node: {e}"));
+    let electrum = match via {
+        Via::Electrum => Some(
+            ElectrumX::start(&node)
+                .await
+                .unwrap_or_else(|e| panic!("ElectrumX: {e}")),
+        ),
+        Via::Node => None,
+    };
+    let db = TestDb::new(opts.backend).await;
+    let opts = Options { via, ..opts };
+    let settings = settings_for(&db.url, &node, electrum.as_ref(), &opts);
+    let daemon = Daemon::start(db, settings).await;
+    World {
+        node,
+        electrum,
+        daemon,
+    }
+}
+
+impl World {
+    async fn pay(&self, address: &str, ltc: &str) -> String {
+        self.node.send(address, ltc).await.expect("wallet pays")
+    }
+
+    async fn mine(&self, n: u64) -> Vec<String> {
+        self.node.mine(n).await.expect("mines")
+    }
+
+    /// Waits for the daemon's backend to see the node's tip.
+    async fn settle_backend(&self) {
+        if let Some(e) = &self.electrum {
+            e.wait_synced_with(&self.node)
+                .await
+                .expect("ElectrumX follows the node");
+        }
+    }
+}
+
+async fn exact_payment_confirms_from_the_mempool_then_pays_at_six_confirmations(via: Via) {
+    let w = world(via, NodeOptions::default(), Options::default()).await;
+    let intent = w.daemon.order("gpu-1", "100").await;
+    assert_eq!(intent.amount_due, Amount(ONE_LTC), "100 USD at 100 USD/LTC");
+    assert!(
+        intent.address.starts_with("rltc1q"),
+        "a BIP84 regtest address: {}",
+        intent.address
+    );
+
+    let txid = w.pay(&intent.address, "1").await;
+    let seen = w
+        .daemon
+        .wait_for(intent.id, "confirming from the mempool", |i| {
+            i.status == Status::Confirming && i.amount_pending == Amount(ONE_LTC)
+        })
+        .await;
+    assert_eq!(
+        seen.amount_final,
+        Amount(0),
+        "zero confirmations are not final"
+    );
+    assert_eq!(
+        w.daemon
+            .count(&format!(
+                "SELECT COUNT(*) FROM transfers WHERE txid = '{txid}' AND block_hash = 'mempool'"
+            ))
+            .await,
+        1
+    );
+
+    w.mine(5).await;
+    w.settle_backend().await;
+    let five = w
+        .daemon
+        .wait_for(intent.id, "5 confirmations, still confirming", |i| {
+            i.status == Status::Confirming && i.amount_final == Amount(0)
+        })
+        .await;
+    assert_eq!(five.paid_at_ms, None);
+    w.mine(1).await;
+    let paid = w
+        .daemon
+        .wait_for(intent.id, "paid at 6 confirmations", |i| {
+            i.status == Status::Paid
+        })
+        .await;
+    assert_eq!(paid.exception, None);
+    assert_eq!(paid.amount_final, Amount(ONE_LTC));
+    assert_eq!(
+        w.daemon
+            .count(&format!(
+                "SELECT COUNT(*) FROM transfers WHERE txid = '{txid}' AND orphaned_at IS NULL"
+            ))
+            .await,
+        1,
+        "the mined row took over from the mempool row"
+    );
+    assert_eq!(w.daemon.count("SELECT COUNT(*) FROM settlements").await, 1);
+}
+
+async fn two_transactions_summing_to_the_amount_pay_the_order(via: Via) {
+    let w = world(via, NodeOptions::default(), Options::default()).await;
+    let intent = w.daemon.order("gpu-2", "100").await;
+    w.pay(&intent.address, "0.4").await;
+    w.mine(1).await;
+    w.pay(&intent.address, "0.6").await;
+    w.mine(6).await;
+    let paid = w
+        .daemon
+        .wait_for(intent.id, "paid by two transactions", |i| {
+            i.status == Status::Paid
+        })
+        .await;
+    assert_eq!(paid.amount_final, Amount(ONE_LTC));
+    assert_eq!(paid.exception, None);
+}
+
+async fn overpaid_stays_paid_and_a_second_payment_needs_review(via: Via) {
+    let w = world(via, NodeOptions::default(), Options::default()).await;
+    let intent = w.daemon.create("topup", "topup-1", "100").await;
+    w.pay(&intent.address, "1.5").await;
+    w.mine(6).await;
+    let paid = w
+        .daemon
+        .wait_for(intent.id, "paid, overpaid", |i| i.status == Status::Paid)
+        .await;
+    assert_eq!(paid.exception, Some(Exception::Overpaid));
+    assert_eq!(paid.amount_excess, Amount(ONE_LTC / 2));
+
+    w.pay(&intent.address, "1").await;
+    w.mine(6).await;
+    let dup = w
+        .daemon
+        .wait_for(intent.id, "needs review for a second payment", |i| {
+            i.status == Status::NeedsReview
+        })
+        .await;
+    assert_eq!(
+        dup.exception,
+        Some(Exception::Duplicate),
+        "{:?}",
+        dup.reason
+    );
+    assert_eq!(w.daemon.count("SELECT COUNT(*) FROM settlements").await, 1);
+    assert_eq!(
+        w.daemon.ctx.store.balance_cents("acct-1").await.unwrap(),
+        10_000,
+        "credited once"
+    );
+}
+
+async fn underpaid_and_late_payments_need_review(via: Via) {
+    let opts = Options {
+        expiry_secs: 6,
+        ..Options::default()
+    };
+    let w = world(via, NodeOptions::default(), opts).await;
+    let short = w.daemon.order("gpu-short", "100").await;
+    let late = w.daemon.order("gpu-late", "100").await;
+    w.pay(&short.address, "0.5").await;
+    w.mine(6).await;
+    let under = w
+        .daemon
+        .wait_for(short.id, "underpaid at expiry", |i| {
+            i.status == Status::NeedsReview
+        })
+        .await;
+    assert_eq!(under.exception, Some(Exception::Underpaid));
+    assert_eq!(under.amount_final, Amount(ONE_LTC / 2));
+
+    w.daemon
+        .wait_for(late.id, "expired", |i| i.status == Status::Expired)
+        .await;
+    w.pay(&late.address, "1").await;
+    w.mine(6).await;
+    let paid_late = w
+        .daemon
+        .wait_for(late.id, "paid late", |i| i.status == Status::NeedsReview)
+        .await;
+    assert_eq!(paid_late.exception, Some(Exception::PaidLate));
+    assert_eq!(w.daemon.count("SELECT COUNT(*) FROM settlements").await, 0);
+}
+
+async fn reorg_before_finality_returns_the_intent(via: Via) {
+    // The wallet must not put the payment back after the node restarts, so
+    // the test broadcasts it itself.
+    let node_opts = NodeOptions {
+        extra_args: vec!["-walletbroadcast=0".into(), "-persistmempool=0".into()],
+        ..NodeOptions::default()
+    };
+    let mut w = world(via, node_opts, Options::default()).await;
+    let intent = w.daemon.order("gpu-reorg", "100").await;
+    let txid = w.pay(&intent.address, "1").await;
+    let hex = w.node.rpc("gettransaction", json!([txid])).await.unwrap()["hex"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    w.node
+        .rpc("sendrawtransaction", json!([hex]))
+        .await
+        .unwrap();
+    let mined = w.mine(2).await;
+    w.settle_backend().await;
+    w.daemon
+        .wait_for(intent.id, "confirming in a block", |i| {
+            i.status == Status::Confirming && i.amount_pending == Amount(ONE_LTC)
+        })
+        .await;
+    let paying_block = w.node.rpc("gettransaction", json!([txid])).await.unwrap()["blockhash"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(paying_block, mined[0]);
+    w.daemon
+        .wait_cursor(w.node.block_count().await.unwrap())
+        .await;
+
+    // Replace both blocks: the payment goes back to the mempool.
+    w.node.invalidate(&mined[0]).await.unwrap();
+    w.node.mine_empty().await.unwrap();
+    w.node.mine_empty().await.unwrap();
+    let replacement = w.node.mine_empty().await.unwrap();
+    w.settle_backend().await;
+    w.daemon.wait_cursor_at(&replacement).await;
+    let back = w
+        .daemon
+        .wait_for(intent.id, "back to zero confirmations", |i| {
+            i.status == Status::Confirming
+                && i.amount_pending == Amount(ONE_LTC)
+                && i.amount_final == Amount(0)
+        })
+        .await;
+    assert_eq!(back.paid_at_ms, None);
+    let orphaned = w
+        .daemon
+        .count(&format!(
+            "SELECT COUNT(*) FROM transfers WHERE block_hash = '{}' AND orphaned_at IS NOT NULL",
+            mined[0]
+        ))
+        .await;
+    assert_eq!(orphaned, 1, "the reorged-out row is kept, orphaned");
+
+    // A node restart empties its mempool and the wallet keeps quiet: the
+    // payment is gone for good, and the intent waits again.
+    w.node.restart().await.unwrap();
+    let tip = w.mine(6).await.pop().unwrap();
+    if let Some(e) = &mut w.electrum {
+        // ElectrumX reconnects by itself; wait for it to see the new tip.
+        e.wait_synced_with(&w.node).await.unwrap();
+    }
+    w.daemon.wait_cursor_at(&tip).await;
+    let gone = w
+        .daemon
+        .wait_for(intent.id, "awaiting payment again", |i| {
+            i.status == Status::AwaitingPayment && i.amount_pending == Amount(0)
+        })
+        .await;
+    assert_eq!(gone.amount_final, Amount(0));
+    assert_eq!(w.daemon.count("SELECT COUNT(*) FROM settlements").await, 0);
+}
+
+mod via_node {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn exact_payment() {
+        exact_payment_confirms_from_the_mempool_then_pays_at_six_confirmations(Via::Node).await
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn two_transactions() {
+        two_transactions_summing_to_the_amount_pay_the_order(Via::Node).await
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn overpaid_then_second_payment() {
+        overpaid_stays_paid_and_a_second_payment_needs_review(Via::Node).await
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn underpaid_and_late() {
+        underpaid_and_late_payments_need_review(Via::Node).await
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reorg_before_finality() {
+        reorg_before_finality_returns_the_intent(Via::Node).await
+    }
+}
+
+mod via_electrumx {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn exact_payment() {
+        exact_payment_confirms_from_the_mempool_then_pays_at_six_confirmations(Via::Electrum).await
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn two_transactions() {
+        two_transactions_summing_to_the_amount_pay_the_order(Via::Electrum).await
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn overpaid_then_second_payment() {
+        overpaid_stays_paid_and_a_second_payment_needs_review(Via::Electrum).await
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn underpaid_and_late() {
+        underpaid_and_late_payments_need_review(Via::Electrum).await
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reorg_before_finality() {
+        reorg_before_finality_returns_the_intent(Via::Electrum).await
+    }
+}
+
+/// The same story on PostgreSQL, as production runs it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exact_payment_on_postgres() {
+    let w = world(
+        Via::Node,
+        NodeOptions::default(),
+        Options {
+            backend: Backend::Postgres,
+            ..Options::default()
+        },
+    )
+    .await;
+    let intent = w.daemon.order("gpu-pg", "100").await;
+    w.pay(&intent.address, "1").await;
+    w.mine(6).await;
+    w.daemon
+        .wait_for(intent.id, "paid", |i| i.status == Status::Paid)
+        .await;
+    assert_eq!(w.daemon.count("SELECT COUNT(*) FROM settlements").await, 1);
+}
+
+/// paywatch is killed while it catches up 500 blocks, and started again: every
+/// payment in them is credited, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_while_catching_up_500_blocks_loses_nothing_and_credits_once() {
+    let node = LitecoinNode::start(NodeOptions::default()).await.unwrap();
+    let db = TestDb::new(Backend::Sqlite).await;
+    let start = node.block_count().await.unwrap() + 1;
+    let opts = Options {
+        start_height: Some(start),
+        ..Options::default()
+    };
+    let mut settings = settings_for(&db.url, &node, None, &opts);
+    // Small batches, so the kill lands mid-way.
+    settings
+        .networks
+        .get_mut("litecoin")
+        .unwrap()
+        .blocks_per_poll = 5;
+    let mut daemon = Daemon::start(db, settings).await;
+    let mut intents = Vec::new();
+    for i in 0..5 {
+        intents.push(daemon.create("topup", &format!("topup-{i}"), "100").await);
+    }
+    daemon.stop().await;
+
+    for intent in &intents {
+        node.send(&intent.address, "1").await.unwrap();
+        node.mine(100).await.unwrap();
+    }
+    let tip = node.block_count().await.unwrap();
+    assert!(tip >= start + 499);
+
+    daemon.start_again().await;
+    daemon.wait_cursor(start + 120).await;
+    daemon.crash();
+    let at_crash = daemon
+        .ctx
+        .store
+        .chain_status(paywatch_core::Network::Litecoin)
+        .await
+        .unwrap()
+        .and_then(|s| s.cursor_height)
+        .unwrap();
+    assert!(
+        at_crash < tip,
+        "the kill came mid catch-up ({at_crash} of {tip})"
+    );
+
+    daemon.start_again().await;
+    for intent in &intents {
+        daemon
+            .wait_for(intent.id, "paid after the restart", |i| {
+                i.status == Status::Paid
+            })
+            .await;
+    }
+    daemon.wait_cursor(tip).await;
+    assert_eq!(daemon.count("SELECT COUNT(*) FROM settlements").await, 5);
+    assert_eq!(
+        daemon
+            .count("SELECT COUNT(*) FROM transfers WHERE orphaned_at IS NULL AND block_hash <> 'mempool'")
+            .await,
+        5,
+        "each payment recorded once"
+    );
+    assert_eq!(
+        daemon.count("SELECT COUNT(*) FROM ledger_entries").await,
+        5,
+        "one credit per top-up"
+    );
+    assert_eq!(
+        daemon.ctx.store.balance_cents("acct-1").await.unwrap(),
+        50_000
+    );
+    daemon.stop().await;
+}
+
+/// The node goes away mid-run (cookie auth: it writes a new cookie when it
+/// comes back); the watcher reports itself degraded, retries, and carries on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_restart_degrades_the_watcher_which_then_carries_on() {
+    let mut node = LitecoinNode::start(NodeOptions {
+        auth: paywatch_testkit::Auth::Cookie,
+        ..NodeOptions::default()
+    })
+    .await
+    .unwrap();
+    let db = TestDb::new(Backend::Sqlite).await;
+    let settings = settings_for(&db.url, &node, None, &Options::default());
+    let daemon = Daemon::start(db, settings).await;
+    let intent = daemon.order("gpu-outage", "100").await;
+    daemon.wait_cursor(node.block_count().await.unwrap()).await;
+
+    node.stop().await.unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let s = daemon
+            .ctx
+            .store
+            .chain_status(paywatch_core::Network::Litecoin)
+            .await
+            .unwrap()
+            .unwrap();
+        if s.watcher_state == "degraded" {
+            assert!(
+                s.last_error
+                    .as_deref()
+                    .unwrap_or("")
+                    .contains("unreachable"),
+                "the reason names the outage: {:?}",
+                s.last_error
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never degraded: {s:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+
+    node.start_again().await.unwrap();
+    node.send(&intent.address, "1").await.unwrap();
+    node.mine(6).await.unwrap();
+    daemon
+        .wait_for(intent.id, "paid after the outage", |i| {
+            i.status == Status::Paid
+        })
+        .await;
+    let s = daemon
+        .ctx
+        .store
+        .chain_status(paywatch_core::Network::Litecoin)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(s.watcher_state, "running");
+}
+
+/// A chain with MWEB active: every block from the live node, HogEx and
+/// extension block included, parses and verifies, and a payment in those
+/// blocks is credited while MWEB peg-ins go on beside it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_mweb_active_live_blocks_parse_whole_and_payments_are_seen() {
+    let node = LitecoinNode::start(NodeOptions {
+        mweb: true,
+        ..NodeOptions::default()
+    })
+    .await
+    .unwrap();
+    // Past activation at 432; the harness pegs in where mining needs it.
+    let height = node.block_count().await.unwrap();
+    node.mine(440 - height).await.unwrap();
+    let db = TestDb::new(Backend::Sqlite).await;
+    let opts = Options {
+        start_height: Some(425),
+        ..Options::default()
+    };
+    let settings = settings_for(&db.url, &node, None, &opts);
+    let daemon = Daemon::start(db, settings).await;
+    let intent = daemon.order("gpu-mweb", "100").await;
+
+    let mweb = node.new_mweb_address().await.unwrap();
+    node.send(&mweb, "2").await.unwrap();
+    node.send(&intent.address, "1").await.unwrap();
+    node.mine(6).await.unwrap();
+    let paid = daemon
+        .wait_for(intent.id, "paid on an MWEB chain", |i| {
+            i.status == Status::Paid
+        })
+        .await;
+    assert_eq!(paid.amount_final, Amount(ONE_LTC));
+
+    let tip = node.block_count().await.unwrap();
+    let mut with_extension = 0;
+    for h in 425..=tip {
+        let hash = node.block_hash(h).await.unwrap();
+        let bytes = node.raw_block(&hash).await.unwrap();
+        let block =
+            paywatch_utxo::RawBlock::parse(&bytes).unwrap_or_else(|e| panic!("block {h}: {e}"));
+        block
+            .verify(Some(hash.parse().unwrap()))
+            .unwrap_or_else(|e| panic!("block {h}: {e}"));
+        if block.mweb_len() > 0 {
+            with_extension += 1;
+        }
+    }
+    assert!(
+        with_extension >= (tip - 432),
+        "blocks after activation carry an extension block"
+    );
+    daemon.wait_cursor(tip).await;
+}
