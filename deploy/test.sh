@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Runs every test: unit, property, the status contract on SQLite and
-# PostgreSQL, the CLI end to end, and doc tests; compiles the bench.
+# PostgreSQL, the CLI end to end, payments on real Litecoin Core regtest
+# nodes (directly and through ElectrumX), real mainnet blocks, and doc
+# tests; compiles the benches.
 #
 #   bash deploy/test.sh
 #
 # On a fresh Debian machine it installs what is missing (a C compiler,
-# PostgreSQL) and starts PostgreSQL. The PostgreSQL tests never skip: if the
+# PostgreSQL, litecoind, ElectrumX) and starts PostgreSQL; the tests start
+# their own nodes. The PostgreSQL tests never skip: if the
 # server cannot be reached, this fails and says why.
 #
 # PAYWATCH_TEST_POSTGRES  server for the tests, without a database name
@@ -115,6 +118,12 @@ if [ -n "$stale" ]; then
         psql -w "$PAYWATCH_TEST_POSTGRES/postgres" -qc "DROP DATABASE IF EXISTS \"$db\"" >/dev/null 2>&1 || true
     done
 fi
+
+# --- chain nodes -------------------------------------------------------------
+# The UTXO suites start real Litecoin Core regtest nodes and ElectrumX servers;
+# missing ones fail those tests, so install them first.
+say "chain nodes: deploy/install-nodes.sh"
+bash deploy/install-nodes.sh || die "the chain nodes the tests need could not be installed (above)"
 
 # --- format ------------------------------------------------------------------
 if cargo fmt --version >/dev/null 2>&1; then

@@ -93,6 +93,27 @@ pub fn source(
                 watch,
             ))))
         }
+        ("electrum", true) => {
+            let params = utxo_params(network, ns)?;
+            let e = &ns.electrum;
+            if e.url.is_empty() {
+                return Err(invalid(
+                    "electrum.url",
+                    "required for source = \"electrum\"".into(),
+                ));
+            }
+            let cfg = utxo::ElectrumConfig {
+                params,
+                url: e.url.clone(),
+                confirmations,
+                batch_size: e.batch_size.max(1),
+                max_subscriptions: e.max_subscriptions,
+                mempool: ns.mempool,
+            };
+            let source = utxo::ElectrumSource::new(cfg, watch)
+                .map_err(|err| invalid("electrum", err.to_string()))?;
+            Ok(Some(Arc::new(source)))
+        }
         (kind, true) => Err(ChainSetupError::UnknownSource {
             network,
             kind: kind.to_owned(),

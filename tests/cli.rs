@@ -24,9 +24,9 @@ const SOL_GOOD: [&str; 2] = [
     "4Nd1mBQtrMJVYVfKf2PJy9NZUZdTAsp7D4xWLs4gDB4T",
 ];
 const BTC_POOL: [&str; 3] = [
-    "bcrt1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq",
-    "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080",
-    "bcrt1qrp33g0q5c5txsp9arysrx4k6zdkfs4nce4xj0g",
+    "bcrt1qs7lyvhddvpmrz7lrhsl7vz7ukg9c35mhjttq7f",
+    "bcrt1q3qqyx6kdrfh6syyx4cs5xuewdpt8jq8dnglk72",
+    "bcrt1qslvemew3ru6egyvsc3zrne5qfhn2d694frtsw9",
 ];
 
 /// A `paywatch` command with `config`, isolated from the caller's PAYWATCH

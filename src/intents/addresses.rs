@@ -57,9 +57,19 @@ pub fn parse_pool(
     }
 }
 
-/// The shape each network's addresses must have. Checksums are verified by
-/// the chain crates, which own the encodings.
+/// The shape each network's addresses must have. Where a chain crate owns
+/// the encoding, it checks the whole address, checksum included.
 pub fn check_shape(network: Network, address: &str) -> Result<(), String> {
+    if paywatch_utxo::Params::serves(network) {
+        use paywatch_utxo::AddressError as E;
+        return paywatch_utxo::script_for_address(network, address)
+            .map(|_| ())
+            .map_err(|e| match e {
+                E::Invalid { problem, .. } => problem.to_string(),
+                E::WrongNetwork { other, .. } => format!("it is a {other} address"),
+                other => other.to_string(),
+            });
+    }
     const BASE58: &str = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
     let base58 = |s: &str| s.chars().all(|c| BASE58.contains(c));
     let bech32 = |s: &str, hrps: &[&str]| {
@@ -136,9 +146,16 @@ mod tests {
         .is_ok());
         assert!(check_shape(
             Network::Litecoin,
-            "rltc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq"
+            "ltc1qckus8nvghxwm8645ylryfuvrm60nragltssa8a"
         )
         .is_ok());
+        // Bitcoin and Litecoin addresses are checked whole, checksum included.
+        let bad = check_shape(
+            Network::Litecoin,
+            "rltc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq",
+        )
+        .unwrap_err();
+        assert!(bad.contains("checksum"), "{bad}");
         assert!(check_shape(Network::Tron, "TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t").is_ok());
         assert!(check_shape(
             Network::Solana,

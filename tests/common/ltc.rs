@@ -263,6 +263,29 @@ impl Daemon {
         }
     }
 
+    /// Every recorded transfer, one line each, for failure messages.
+    pub async fn transfers_table(&self) -> String {
+        self.ctx
+            .store
+            .transfers(Some(Network::Litecoin), None, 100)
+            .await
+            .unwrap()
+            .iter()
+            .map(|t| {
+                format!(
+                    "{}:{} {} h={} block_time={} first_seen={} orphaned={:?}\n",
+                    t.txid,
+                    t.index,
+                    t.amount,
+                    t.block_height,
+                    t.block_time_ms,
+                    t.first_seen_ms,
+                    t.orphaned_at_ms
+                )
+            })
+            .collect()
+    }
+
     pub async fn count(&self, sql: &str) -> i64 {
         self.ctx.store.count_raw(sql).await.unwrap()
     }

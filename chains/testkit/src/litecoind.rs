@@ -639,7 +639,9 @@ impl LitecoinNode {
             "-rpcbind=127.0.0.1".to_owned(),
             "-rpcallowip=127.0.0.1".to_owned(),
             format!("-port={}", self.p2p_port),
-            "-bind=127.0.0.1".to_owned(),
+            // With no port, -bind takes the chain's default P2P port (19444),
+            // which two nodes cannot share.
+            format!("-bind=127.0.0.1:{}", self.p2p_port),
             "-listenonion=0".to_owned(),
             "-discover=0".to_owned(),
             "-dnsseed=0".to_owned(),

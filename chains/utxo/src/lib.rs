@@ -2,6 +2,7 @@
 //! Reorgs are the core's canonical stream's business, not this crate's.
 
 mod block;
+mod electrum;
 mod extract;
 mod node;
 mod params;
@@ -9,6 +10,7 @@ mod rpc;
 mod scan;
 
 pub use block::{from_hex, transaction_outputs, BlockError, Output, RawBlock};
+pub use electrum::{ElectrumConfig, ElectrumError, ElectrumSource};
 pub use extract::{extract, ExtractError, FoundPayment};
 pub use node::{NodeConfig, NodeSource};
 pub use params::{Chain, Params, UnknownChain};
