@@ -149,11 +149,11 @@ fi
 # libraries, binaries, integration tests and doc tests.
 say "cargo test --workspace --all-targets --locked --no-run"
 cargo test --workspace --all-targets --locked --no-run
-say "cargo test --workspace --locked"
+say "cargo test --workspace --locked --no-fail-fast"
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 set +e
-cargo test --workspace --locked 2>&1 | tee "$log"
+cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 # One closing line for the whole run: cargo ends on the doc tests' summary,

@@ -77,7 +77,11 @@ pub async fn run<S: BlockSource>(
                     watcher.backoff
                 }
                 Err(Trouble::Halt(e)) => {
-                    error!(alert = "deep_reorg", error = %e, "watcher halted; an operator must inspect the chain");
+                    let alert = match e {
+                        StreamError::ReorgTooDeep { .. } => "deep_reorg",
+                        _ => "source_fatal",
+                    };
+                    error!(alert, error = %e, "watcher halted; an operator must act");
                     let _ = watcher.deps.store.record_watcher_trouble(watcher.cfg.network, "halted", &e.to_string(), watcher.now()).await;
                     return Err(WatcherError::Halted { network: watcher.cfg.network, source: e });
                 }

@@ -211,6 +211,9 @@ async fn underpaid_and_late_payments_need_review(via: Via) {
     w.daemon
         .wait_for(late.id, "expired", |i| i.status == Status::Expired)
         .await;
+    // Block times are whole seconds: a payment in the second after expiry
+    // could carry a block time just before it, and count as on time.
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
     w.pay(&late.address, "1").await;
     w.mine(6).await;
     let paid_late = w

@@ -111,7 +111,12 @@ impl NodeSource {
             .call("getblockchaininfo", json!([]))
             .await
             .map_err(transient)?;
-        let chain = info.get("chain").and_then(Value::as_str).unwrap_or("?");
+        let Some(chain) = info.get("chain").and_then(Value::as_str) else {
+            return Err(SourceError::Transient(format!(
+                "getblockchaininfo: unreadable answer from {}: no chain name",
+                self.rpc.url()
+            )));
+        };
         let theirs = crate::params::Chain::from_str(chain)
             .map_err(|e| SourceError::Fatal(format!("node at {}: {e}", self.rpc.url())))?;
         if theirs != self.cfg.params.chain {
@@ -133,6 +138,10 @@ impl NodeSource {
             .call::<HeaderInfo>("getblockheader", json!([hash, true]))
             .await
         {
+            Ok(h) if h.hash != hash => Err(SourceError::Transient(format!(
+                "getblockheader: asked for block {hash}, the node answered with {}",
+                h.hash
+            ))),
             Ok(h) => Ok(Some(BlockRef {
                 height: h.height,
                 hash: h.hash,
@@ -290,7 +299,15 @@ impl BlockSource for NodeSource {
             .call("getblockcount", json!([]))
             .await
             .map_err(transient)?;
-        Ok((count + 1).saturating_sub(u64::from(self.cfg.confirmations.max(1))))
+        // Heights are stored as signed 64-bit; beyond that it is garbage.
+        if i64::try_from(count).is_err() {
+            return Err(SourceError::Transient(format!(
+                "getblockcount: unreadable answer: height {count} is out of range"
+            )));
+        }
+        Ok(count
+            .saturating_add(1)
+            .saturating_sub(u64::from(self.cfg.confirmations.max(1))))
     }
 
     async fn block(&self, height: u64) -> Result<Option<SourceBlock>, SourceError> {
