@@ -96,6 +96,9 @@ impl Ingest {
                 now,
             )
             .await?;
+        self.store
+            .retire_unconfirmed(&mut tx, network, transfers, now)
+            .await?;
         let addresses: Vec<String> = transfers
             .iter()
             .map(|t| network.normalize_address(&t.to).into_owned())
@@ -113,6 +116,7 @@ impl Ingest {
     pub async fn apply_unconfirmed(
         &self,
         network: Network,
+        tip: &str,
         transfers: &[paywatch_core::Transfer],
     ) -> Result<usize, IngestError> {
         if let Some(t) = transfers.iter().find(|t| t.network != network) {
@@ -124,6 +128,17 @@ impl Ingest {
         }
         let now = self.clock.now_ms();
         let mut tx = self.store.begin().await?;
+        // Under the same lock as block writes: a snapshot from another best
+        // block than the stored cursor (another instance moved on) is stale.
+        if self
+            .store
+            .stored_cursor_hash(&mut tx, network)
+            .await?
+            .as_deref()
+            != Some(tip)
+        {
+            return Ok(0);
+        }
         let mut touched = self
             .store
             .replace_unconfirmed(&mut tx, network, transfers, now)
@@ -198,7 +213,15 @@ impl Ingest {
                     }
                     return Ok(ApplyOutcome::CursorMismatch { stored });
                 }
-                let addresses = self.store.disconnect_block(tx, network, block, now).await?;
+                let mut addresses = self.store.disconnect_block(tx, network, block, now).await?;
+                // Its transactions go back to the node's mempool: count them
+                // there until the next snapshot says otherwise, rather than
+                // let an intent drop to zero (or expire) in between.
+                addresses.extend(
+                    self.store
+                        .revive_unconfirmed(tx, network, &block.hash)
+                        .await?,
+                );
                 self.store.touch_intents(tx, network, &addresses).await?;
                 Ok(ApplyOutcome::Applied)
             }

@@ -116,7 +116,7 @@ impl fmt::Debug for Secret {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Clone, Deserialize)]
 pub struct RpcSettings {
     /// http://host:port of bitcoind or litecoind.
     #[serde(default)]
@@ -128,6 +128,18 @@ pub struct RpcSettings {
     /// Blocks fetched per batched request while catching up.
     #[serde(default = "blocks_per_request")]
     pub blocks_per_request: usize,
+}
+
+impl fmt::Debug for RpcSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RpcSettings")
+            .field("url", &crate::store::redact_url(&self.url))
+            .field("cookie_file", &self.cookie_file)
+            .field("user", &self.user)
+            .field("password", &self.password)
+            .field("blocks_per_request", &self.blocks_per_request)
+            .finish()
+    }
 }
 
 fn blocks_per_request() -> usize {
@@ -364,5 +376,15 @@ mod tests {
         };
         let shown = format!("{d:?}");
         assert!(!shown.contains("hunter2"), "{shown}");
+        let rpc = RpcSettings {
+            url: "http://rpc:hunter2@127.0.0.1:8332".into(),
+            password: Some(Secret("hunter3".into())),
+            ..RpcSettings::default()
+        };
+        let shown = format!("{rpc:?}");
+        assert!(
+            !shown.contains("hunter2") && !shown.contains("hunter3"),
+            "{shown}"
+        );
     }
 }

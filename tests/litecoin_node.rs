@@ -88,6 +88,18 @@ async fn exact_payment_confirms_from_the_mempool_then_pays_at_six_confirmations(
     assert_eq!(
         w.daemon
             .count(&format!(
+                "SELECT COUNT(*) FROM paywatch_intent_transfers WHERE intent_id = {} \
+                 AND in_mempool = 1 AND block_hash IS NULL AND block_height IS NULL \
+                 AND confirmations = 0 AND is_final = 0 AND orphaned_at IS NULL",
+                intent.id
+            ))
+            .await,
+        1,
+        "the storefront sees the payment waiting in the mempool"
+    );
+    assert_eq!(
+        w.daemon
+            .count(&format!(
                 "SELECT COUNT(*) FROM transfers WHERE txid = '{txid}' AND block_hash = 'mempool'"
             ))
             .await,
@@ -122,6 +134,17 @@ async fn exact_payment_confirms_from_the_mempool_then_pays_at_six_confirmations(
         "the mined row took over from the mempool row"
     );
     assert_eq!(w.daemon.count("SELECT COUNT(*) FROM settlements").await, 1);
+    assert_eq!(
+        w.daemon
+            .count(&format!(
+                "SELECT COUNT(*) FROM paywatch_intent_transfers WHERE intent_id = {} \
+                 AND in_mempool = 0 AND confirmations = 6 AND is_final = 1 AND orphaned_at IS NULL",
+                intent.id
+            ))
+            .await,
+        1,
+        "the storefront sees the mined payment, final"
+    );
 }
 
 async fn two_transactions_summing_to_the_amount_pay_the_order(via: Via) {

@@ -40,6 +40,9 @@ pub fn parse_pool(
             continue;
         }
         match check_shape(network, line) {
+            Ok(()) if paywatch_utxo::Params::serves(network) => good.push(
+                paywatch_utxo::canonical_address(network, line).expect("check_shape accepted it"),
+            ),
             Ok(()) => good.push(network.normalize_address(line).into_owned()),
             Err(why) => bad.push(PoolLineError {
                 file: file.to_owned(),
@@ -135,6 +138,26 @@ mod tests {
             "{}",
             errors[0]
         );
+    }
+
+    #[test]
+    fn a_litecoin_legacy_p2sh_address_is_stored_in_its_modern_spelling() {
+        // 3… and M… are the same script: one address, one spelling.
+        let legacy = "3BFwifA3YAiv8TeCYMkeYnVWPcJFzsBXE3";
+        let stored = parse_pool("ltc.txt", legacy, Network::Litecoin).unwrap();
+        assert_eq!(stored.len(), 1);
+        assert!(stored[0].starts_with('M'), "{stored:?}");
+        assert_eq!(
+            parse_pool("ltc.txt", &stored[0], Network::Litecoin).unwrap(),
+            stored
+        );
+        let upper = parse_pool(
+            "btc.txt",
+            "BC1QXP53JP0P75CFGRRYT4M8QYLEX8XF0J9MUM8GPL",
+            Network::Bitcoin,
+        )
+        .unwrap();
+        assert_eq!(upper, ["bc1qxp53jp0p75cfgrryt4m8qylex8xf0j9mum8gpl"]);
     }
 
     #[test]

@@ -21,6 +21,11 @@ const POSTGRES: Embedded = &[
         "storefront views",
         include_str!("../../migrations/postgres/0002_storefront_views.sql"),
     ),
+    (
+        3,
+        "mempool transfers",
+        include_str!("../../migrations/postgres/0003_mempool.sql"),
+    ),
 ];
 const SQLITE: Embedded = &[
     (
@@ -32,6 +37,11 @@ const SQLITE: Embedded = &[
         2,
         "storefront views",
         include_str!("../../migrations/sqlite/0002_storefront_views.sql"),
+    ),
+    (
+        3,
+        "mempool transfers",
+        include_str!("../../migrations/sqlite/0003_mempool.sql"),
     ),
 ];
 

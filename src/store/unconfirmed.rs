@@ -144,4 +144,31 @@ impl Store {
             .await?;
         Ok(())
     }
+
+    /// The mempool rows of the transactions in a block being disconnected,
+    /// revived; the next snapshot orphans those that did not return.
+    pub(crate) async fn revive_unconfirmed(
+        &self,
+        tx: &mut Tx,
+        network: Network,
+        block_hash: &str,
+    ) -> Result<Vec<String>, StoreError> {
+        let sql = self.sql(&format!(
+            "UPDATE transfers SET orphaned_at = NULL \
+             WHERE network = $1 AND block_hash = '{MEMPOOL_BLOCK}' AND orphaned_at IS NOT NULL \
+               AND EXISTS (SELECT 1 FROM transfers b WHERE b.network = $1 AND b.block_hash = $2 \
+                 AND b.txid = transfers.txid AND b.idx = transfers.idx) \
+             RETURNING to_address"
+        ));
+        let mut touched = Vec::new();
+        for r in sqlx::query(&sql)
+            .bind(network.as_str())
+            .bind(block_hash)
+            .fetch_all(&mut **tx)
+            .await?
+        {
+            touched.push(r.try_get::<String, _>("to_address")?);
+        }
+        Ok(touched)
+    }
 }

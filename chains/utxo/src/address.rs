@@ -175,6 +175,17 @@ pub fn script_for_address(
     }
 }
 
+/// The one spelling paywatch stores for an address: the form the watcher
+/// writes for the script it pays (lower-case bech32, Litecoin's modern P2SH
+/// version). Litecoin's legacy `3…` P2SH and its `M…` twin are one script,
+/// so they must be one address, or a payment found by script would be
+/// recorded under a spelling no intent holds.
+pub fn canonical_address(network: Network, address: &str) -> Result<String, AddressError> {
+    let (chain, script) = script_for_address(network, address)?;
+    let params = Params::new(network, chain).expect("script_for_address serves only known chains");
+    Ok(address_for_script(&params, &script).unwrap_or_else(|| address.trim().to_owned()))
+}
+
 /// The address a scriptPubKey pays, in `params`' encoding (bech32
 /// lower-case, modern P2SH version); None for scripts with no address (P2PK,
 /// bare multisig, OP_RETURN, nonstandard).

@@ -34,7 +34,7 @@ pub enum BlockError {
         "{0} bytes follow the last transaction and no HogEx announces an MWEB extension block"
     )]
     TrailingBytes(usize),
-    #[error("a count of {count} at offset {offset} does not fit in the {left} bytes left")]
+    #[error("a count of {count} at offset {offset} does not fit in the {left} bytes left: cut short or corrupt")]
     ImpossibleCount {
         offset: usize,
         count: u64,
@@ -169,6 +169,30 @@ pub fn transaction_outputs(bytes: &[u8]) -> Result<Vec<Output<'_>>, BlockError> 
     };
     let count = r.count(9, "outputs")?;
     (0..count).map(|i| read_output(&mut r, i)).collect()
+}
+
+/// The txid of a loose transaction, Litecoin MWEB ones included: the hash of
+/// version, inputs, outputs and locktime, which closes every serialization
+/// (after the witness and any MWEB part), so the bytes can be checked
+/// against the txid they were asked for.
+pub fn transaction_id(bytes: &[u8]) -> Result<Txid, BlockError> {
+    let mut r = Reader { bytes, pos: 0 };
+    let span = read_tx(&mut r, 0, InBlock::No)?;
+    let end = span.body.1;
+    let short = bytes.len() < end + 4;
+    if short || (span.flags == 0 && bytes.len() != end + 4) {
+        return Err(if short {
+            BlockError::Truncated {
+                offset: end,
+                needed: end + 4 - bytes.len(),
+                what: "locktime",
+            }
+        } else {
+            BlockError::TrailingBytes(bytes.len() - end - 4)
+        });
+    }
+    let locktime = bytes.len() - 4;
+    Ok(txid_of(bytes, &TxSpan { locktime, ..span }))
 }
 
 /// Decodes the hex `getblock … 0` and `getrawtransaction` return.
@@ -413,6 +437,22 @@ mod tests {
             block.verify(None),
             Err(BlockError::MerkleMismatch { .. })
         ));
+    }
+
+    #[test]
+    fn a_loose_transaction_hashes_to_its_txid() {
+        let bytes = from_hex(GENESIS).unwrap();
+        let coinbase = &bytes[81..];
+        assert_eq!(
+            transaction_id(coinbase).unwrap().to_string(),
+            "4a5e1e4baab89f3a32518a88c31bc87f618f76673e2cc77ab2127b7afdeda33b"
+        );
+        let mut longer = coinbase.to_vec();
+        longer.push(0);
+        assert_eq!(
+            transaction_id(&longer).unwrap_err(),
+            BlockError::TrailingBytes(1)
+        );
     }
 
     #[test]

@@ -31,7 +31,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bitcoin::block::Header;
 use bitcoin::hex::DisplayHex as _;
-use bitcoin::{BlockHash, ScriptBuf, Transaction, Txid};
+use bitcoin::{BlockHash, ScriptBuf, Txid};
 use electrum_client::raw_client::RawClient;
 use electrum_client::utils::validate_merkle_proof;
 use electrum_client::{
@@ -44,7 +44,7 @@ use serde_json::Value;
 use tracing::{debug, warn};
 
 use crate::address::script_for_address;
-use crate::block::{from_hex, transaction_outputs, Output};
+use crate::block::{from_hex, transaction_id, transaction_outputs, Output};
 use crate::params::{Chain, Params};
 use crate::scan::scan_outputs;
 
@@ -948,13 +948,11 @@ impl Inner {
             .as_str()
             .ok_or_else(|| bad(format!("expected hex, got {value}")))?;
         let bytes = from_hex(hex).map_err(|e| bad(e.to_string()))?;
-        // Bitcoin's decoder refuses Litecoin MWEB transactions; the ones it
-        // reads must hash to the txid asked for.
-        if let Ok(tx) = bitcoin::consensus::deserialize::<Transaction>(&bytes) {
-            let got = tx.compute_txid();
-            if got != *txid {
-                return Err(bad(format!("the bytes are transaction {got}")));
-            }
+        // The merkle proof covers the txid, not these bytes: they must hash
+        // to it, MWEB-flagged ones (a HogEx, a peg-out) included.
+        let got = transaction_id(&bytes).map_err(|e| bad(e.to_string()))?;
+        if got != *txid {
+            return Err(bad(format!("the bytes are transaction {got}")));
         }
         let outputs = transaction_outputs(&bytes).map_err(|e| bad(e.to_string()))?;
         Ok(outputs

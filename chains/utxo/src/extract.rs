@@ -2,7 +2,6 @@
 //! addresses, read through the very parser and scan the watcher uses, so an
 //! operator can answer "why was this payment not seen?" from a block file.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use paywatch_core::{Network, Transfer, WatchSet};
@@ -25,7 +24,7 @@ pub enum ExtractError {
     File { file: String, why: String },
 }
 
-/// One payment found, with the address as the operator spelled it.
+/// One payment found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FoundPayment {
     pub file: String,
@@ -46,12 +45,10 @@ pub fn extract(
     if watch.is_empty() {
         return Err(ExtractError::NothingWatched);
     }
-    let mut spelled = HashMap::new();
     let mut chain = None;
     for address in watch {
-        let (c, script) = script_for_address(network, address)?;
+        let (c, _) = script_for_address(network, address)?;
         chain.get_or_insert(c);
-        spelled.insert(script.into_bytes(), address.trim().to_owned());
     }
     let params = Params::new(network, chain.expect("one address at least"))
         .expect("served networks have params");
@@ -82,12 +79,9 @@ pub fn extract(
             .verify(None)
             .map_err(|e| fail(format!("corrupt block: {e}")))?;
         let hash = block.hash().to_string();
-        for mut t in scan_block(&block, &params, &set.read()) {
-            if let Ok((_, script)) = script_for_address(network, &t.to) {
-                if let Some(given) = spelled.get(script.as_bytes()) {
-                    t.to = given.clone();
-                }
-            }
+        // Printed as the watcher records them (Litecoin's legacy 3… P2SH as
+        // its M… twin), so what an operator reads here is what the database holds.
+        for t in scan_block(&block, &params, &set.read()) {
             found.push(FoundPayment {
                 file: file.clone(),
                 block: hash.clone(),

@@ -9,7 +9,7 @@ mod params;
 mod rpc;
 mod scan;
 
-pub use block::{from_hex, transaction_outputs, BlockError, Output, RawBlock};
+pub use block::{from_hex, transaction_id, transaction_outputs, BlockError, Output, RawBlock};
 pub use electrum::{ElectrumConfig, ElectrumError, ElectrumSource};
 pub use extract::{extract, ExtractError, FoundPayment};
 pub use node::{NodeConfig, NodeSource};
@@ -18,5 +18,7 @@ pub use rpc::{NodeRpc, RpcAuth, RpcError};
 pub use scan::{native_asset, scan_block, scan_outputs, watch_key};
 mod address;
 mod derive;
-pub use address::{address_for_script, script_for_address, AddressError, AddressProblem};
+pub use address::{
+    address_for_script, canonical_address, script_for_address, AddressError, AddressProblem,
+};
 pub use derive::{AccountKey, DeriveError};

@@ -59,11 +59,16 @@ type Fetched = Vec<(u64, String, Vec<u8>)>;
 struct ReadAhead {
     ready: VecDeque<(u64, String, Vec<u8>)>,
     pending: Option<(u64, JoinHandle<Result<Fetched, SourceError>>)>,
+    /// The best block when the batches were asked for: read-ahead from
+    /// another branch is dropped, not handed out and then disconnected.
+    tip: Option<String>,
+    last_served: Option<u64>,
 }
 
 impl ReadAhead {
     fn clear(&mut self) {
         self.ready.clear();
+        self.last_served = None;
         if let Some((_, h)) = self.pending.take() {
             h.abort();
         }
@@ -155,6 +160,15 @@ impl NodeSource {
     /// The raw block at `height`, from read-ahead when it is there.
     async fn raw_block(&self, height: u64) -> Result<Option<(String, Vec<u8>)>, SourceError> {
         let mut ahead = self.ahead.lock().await;
+        // A reorg walk asks downwards: one block each, nothing read ahead.
+        if ahead.last_served.is_some_and(|last| height <= last) {
+            ahead.clear();
+            let fetched = fetch_range(self.rpc.clone(), height, 1).await?;
+            return Ok(fetched
+                .into_iter()
+                .next()
+                .map(|(_, hash, bytes)| (hash, bytes)));
+        }
         if ahead.ready.front().is_none_or(|(h, _, _)| *h != height) {
             ahead.ready.clear();
             match ahead.pending.take() {
@@ -177,6 +191,7 @@ impl NodeSource {
         let Some((_, hash, bytes)) = ahead.ready.pop_front() else {
             return Ok(None);
         };
+        ahead.last_served = Some(height);
         // Keep one batch in flight behind the one being handed out.
         if ahead.pending.is_none() {
             let next = ahead.ready.back().map_or(height, |(h, _, _)| *h) + 1;
@@ -290,6 +305,13 @@ impl BlockSource for NodeSource {
             SourceError::Transient(format!("the best block {best} vanished; retrying"))
         })?;
         self.known_tip.store(tip.height, Ordering::Relaxed);
+        let mut ahead = self.ahead.lock().await;
+        if let Some(seen) = ahead.tip.replace(tip.hash.clone()) {
+            if seen != tip.hash && seen != tip.parent {
+                // Not a plain extension: what was read ahead may be another branch.
+                ahead.clear();
+            }
+        }
         Ok(tip)
     }
 
@@ -339,6 +361,17 @@ impl BlockSource for NodeSource {
 
     async fn unconfirmed(&self) -> Result<Option<Unconfirmed>, SourceError> {
         if !self.cfg.mempool {
+            return Ok(None);
+        }
+        // A node that just started answers before it has reloaded its saved
+        // mempool: a partial pool would make waiting payments look dropped.
+        let info: Value = self
+            .rpc
+            .call("getmempoolinfo", json!([]))
+            .await
+            .map_err(transient)?;
+        if info.get("loaded").and_then(Value::as_bool) == Some(false) {
+            debug!("the node is still loading its mempool; not read this round");
             return Ok(None);
         }
         let before: String = self
