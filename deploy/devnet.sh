@@ -27,6 +27,13 @@ if ! command -v cc >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends build-essential
 fi
 
+if ! command -v curl >/dev/null 2>&1; then
+    say "installing curl (the script talks to the local litecoind with it)"
+    [ "$(id -u)" = 0 ] || die "curl is missing; run: sudo apt-get install -y curl"
+    apt-get update
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends curl
+fi
+
 say "building paywatch"
 cargo build --locked --bin paywatch
 target_dir="$(cargo metadata --format-version 1 --no-deps --locked \
@@ -34,10 +41,55 @@ target_dir="$(cargo metadata --format-version 1 --no-deps --locked \
 paywatch="${target_dir:-$repo/target}/debug/paywatch"
 [ -x "$paywatch" ] || die "built binary not found at $paywatch"
 
+say "installing the local chain nodes if missing (deploy/install-nodes.sh)"
+bash deploy/install-nodes.sh
+
 dir="${PAYWATCH_DEVNET_DIR:-$repo/devnet}"
 mkdir -p "$dir/pools"
 dir="$(cd "$dir" && pwd)"
 config="$dir/paywatch.toml"
+
+# --- Litecoin: a real Litecoin Core node in regtest --------------------------
+ltc_rpc_port="${PAYWATCH_DEVNET_LTC_RPC_PORT:-19643}"
+ltc_p2p_port="${PAYWATCH_DEVNET_LTC_P2P_PORT:-19644}"
+litecoind="${PAYWATCH_LITECOIND:-/usr/lib/litecoin/litecoind}"
+ltc_datadir="$dir/litecoind"
+mkdir -p "$ltc_datadir"
+ltc_rpc() {
+    curl -s --fail-with-body --user devnet:devnet -H 'content-type: application/json' \
+        --data "{\"jsonrpc\":\"1.0\",\"id\":0,\"method\":\"$1\",\"params\":${2:-[]}}" \
+        "http://127.0.0.1:$ltc_rpc_port/"
+}
+if ltc_rpc getblockcount >/dev/null 2>&1; then
+    die "something already answers on 127.0.0.1:$ltc_rpc_port (another devnet?); stop it or set PAYWATCH_DEVNET_LTC_RPC_PORT"
+fi
+say "starting litecoind (regtest) in $ltc_datadir, RPC on 127.0.0.1:$ltc_rpc_port"
+"$litecoind" -regtest -datadir="$ltc_datadir" -printtoconsole=0 -server=1 \
+    -rpcuser=devnet -rpcpassword=devnet -rpcport="$ltc_rpc_port" -rpcbind=127.0.0.1 \
+    -rpcallowip=127.0.0.1 -port="$ltc_p2p_port" -bind="127.0.0.1:$ltc_p2p_port" -listenonion=0 \
+    -discover=0 -dnsseed=0 -fallbackfee=0.0001 -vbparams=mweb:-2:0 &
+ltc_pid=$!
+stop_litecoind() {
+    if kill -0 "$ltc_pid" 2>/dev/null; then
+        say "stopping litecoind"
+        ltc_rpc stop >/dev/null 2>&1 || kill "$ltc_pid" 2>/dev/null || true
+        wait "$ltc_pid" 2>/dev/null || true
+    fi
+}
+trap stop_litecoind EXIT
+for _ in $(seq 1 100); do
+    ltc_rpc getblockcount >/dev/null 2>&1 && break
+    kill -0 "$ltc_pid" 2>/dev/null || die "litecoind exited; see $ltc_datadir/regtest/debug.log"
+    sleep 0.2
+done
+ltc_rpc getblockcount >/dev/null || die "litecoind does not answer RPC; see $ltc_datadir/regtest/debug.log"
+ltc_rpc loadwallet '["devnet"]' >/dev/null 2>&1 || ltc_rpc createwallet '["devnet"]' >/dev/null 2>&1 || true
+height="$(ltc_rpc getblockcount | sed -n 's/.*"result":\([0-9]*\).*/\1/p')"
+if [ "${height:-0}" -lt 101 ]; then
+    say "mining 101 blocks so the devnet wallet can pay"
+    miner="$(ltc_rpc getnewaddress | sed -n 's/.*"result":"\([^"]*\)".*/\1/p')"
+    ltc_rpc generatetoaddress "[101, \"$miner\"]" >/dev/null
+fi
 pool_size="${PAYWATCH_DEVNET_POOL:-200}"
 
 cat >"$config" <<EOF
@@ -72,13 +124,19 @@ account_key = "tpubDDPRy5xWxJTuVmsh7YRzK8o2EdMWgn4t41fTLxXRgyRN7EKvN2L8BKCFC1gUf
 
 [networks.litecoin]
 enabled = true
-source = "devchain"
+# A real node: raw blocks and the mempool over RPC, as in production.
+source = "node"
 confirmations = 3
 poll_interval_ms = 500
 chain = "regtest"
 # A dev-only BIP84 account key (m/84'/1'/0' of a fixed test seed): fresh
 # addresses are derived from it, as in production from the merchant's zpub.
 account_key = "tpubDDPRy5xWxJTuVmsh7YRzK8o2EdMWgn4t41fTLxXRgyRN7EKvN2L8BKCFC1gUfPu8Xp6rr667Yc26zrXsiBZsgBc8dQiYnhPNk2Q7CsBrer5"
+
+[networks.litecoin.rpc]
+url = "http://127.0.0.1:$ltc_rpc_port"
+user = "devnet"
+password = "devnet"
 
 [networks.ethereum]
 enabled = true
@@ -138,12 +196,15 @@ run_id="$(date +%Y%m%d%H%M%S)-$$"
 say "creating demo intents (run $run_id)"
 order="$(pw intent create --kind order --reference "demo-order-$run_id" --account demo-customer \
     --asset BTC --network bitcoin --usd 49.99)"
+ltc_order="$(pw intent create --kind order --reference "demo-ltc-order-$run_id" --account demo-customer \
+    --asset LTC --network litecoin --usd 25)"
 topup="$(pw intent create --kind topup --reference "demo-topup-$run_id" --account demo-customer \
     --asset USDT --network tron --usd 100)"
-printf '%s\n%s\n' "$order" "$topup"
+printf '%s\n%s\n%s\n' "$order" "$ltc_order" "$topup"
 order_id="$(printf '%s\n' "$order" | awk 'NR == 1 { print $2 }')"
+ltc_order_id="$(printf '%s\n' "$ltc_order" | awk 'NR == 1 { print $2 }')"
 topup_id="$(printf '%s\n' "$topup" | awk 'NR == 1 { print $2 }')"
-printf '%s\n%s\n' "$order_id" "$topup_id" >"$dir/demo-intents"
+printf '%s\n%s\n%s\n' "$order_id" "$ltc_order_id" "$topup_id" >"$dir/demo-intents"
 
 cat >&2 <<EOF
 
@@ -152,6 +213,7 @@ The simulated customer pays each open intent; watch it go
 awaiting_payment -> confirming -> paid. In another terminal:
 
   $paywatch --config $config intent show $order_id
+  $paywatch --config $config intent show $ltc_order_id     # LTC on a real regtest node
   $paywatch --config $config intent show $topup_id
   $paywatch --config $config status
   $paywatch --config $config transfers list
@@ -163,4 +225,5 @@ awaiting_payment -> confirming -> paid. In another terminal:
 Starting paywatch run; Ctrl-C stops it.
 
 EOF
-exec "$paywatch" --config "$config" run
+# Not exec: litecoind is stopped when paywatch ends.
+"$paywatch" --config "$config" run

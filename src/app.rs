@@ -137,6 +137,16 @@ pub async fn run_until(
         let stop = stop_rx.clone();
         match chains::source(network, &ns, deps.watch.clone())? {
             Some(source) => {
+                if ctx.settings.devchain.autopay && ns.source == "node" && ns.chain == "regtest" {
+                    DevChains::spawn_regtest_customer(
+                        network,
+                        &ns,
+                        &ctx.settings.devchain,
+                        ctx.store.clone(),
+                        &mut tasks,
+                        stop_rx.clone(),
+                    );
+                }
                 tasks.spawn(async move {
                     if let Err(e) = watcher::run(cfg, source, deps, stop).await {
                         error!(error = %e, "watcher ended");

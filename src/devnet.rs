@@ -95,4 +95,69 @@ impl DevChains {
             }
         });
     }
+
+    /// Dev only: on a local regtest node (`source = "node"`, `chain =
+    /// "regtest"`), the node's own wallet is the customer: it pays each open
+    /// intent exactly what it is due, once, and a block is mined every
+    /// `block_secs`, so the devnet shows the whole path on a real node.
+    pub fn spawn_regtest_customer(
+        network: Network,
+        ns: &NetworkSettings,
+        dev: &DevchainSettings,
+        store: Store,
+        tasks: &mut JoinSet<()>,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        let auth = match (&ns.rpc.user, &ns.rpc.password, &ns.rpc.cookie_file) {
+            (Some(user), Some(password), _) => paywatch_utxo::RpcAuth::UserPassword {
+                user: user.clone(),
+                password: password.0.clone(),
+            },
+            (_, _, Some(cookie)) => paywatch_utxo::RpcAuth::CookieFile(cookie.into()),
+            _ => return,
+        };
+        let rpc = paywatch_utxo::NodeRpc::new(&ns.rpc.url, auth);
+        let every = Duration::from_secs(dev.block_secs.max(1));
+        tasks.spawn(async move {
+            let mut paid: HashSet<i64> = HashSet::new();
+            let mut miner: Option<String> = None;
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(every) => {}
+                    _ = stop.changed() => break,
+                }
+                if let Ok(open) = store.open_intents(network).await {
+                    let unpaid: Vec<_> = open.into_iter().filter(|i| !paid.contains(&i.id)).collect();
+                    for intent in unpaid {
+                        // A string amount: the node reads it exactly.
+                        let coins = intent.amount_due.to_decimal_string(intent.method.decimals());
+                        match rpc
+                            .call::<String>("sendtoaddress", serde_json::json!([intent.address, coins]))
+                            .await
+                        {
+                            Ok(txid) => {
+                                paid.insert(intent.id);
+                                info!(intent = intent.id, %txid, amount = %coins, "regtest wallet paid");
+                            }
+                            Err(e) => tracing::warn!(intent = intent.id, error = %e, "regtest wallet could not pay"),
+                        }
+                    }
+                }
+                if miner.is_none() {
+                    miner = rpc
+                        .call::<String>("getnewaddress", serde_json::json!([]))
+                        .await
+                        .ok();
+                }
+                if let Some(address) = &miner {
+                    if let Err(e) = rpc
+                        .call::<Vec<String>>("generatetoaddress", serde_json::json!([1, address]))
+                        .await
+                    {
+                        tracing::warn!(%network, error = %e, "regtest block not mined");
+                    }
+                }
+            }
+        });
+    }
 }

@@ -589,3 +589,23 @@ async fn with_mweb_active_live_blocks_parse_whole_and_payments_are_seen() {
     );
     daemon.wait_cursor(tip).await;
 }
+
+/// `deploy/devnet.sh` on a real regtest node: the node's wallet plays the
+/// customer and mines, and the daemon takes the intent to paid.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_devnet_customer_pays_open_intents_on_a_regtest_node() {
+    let node = LitecoinNode::start(NodeOptions::default()).await.unwrap();
+    let db = TestDb::new(Backend::Sqlite).await;
+    let mut settings = settings_for(&db.url, &node, None, &Options::default());
+    settings.devchain.autopay = true;
+    settings.devchain.block_secs = 1;
+    let daemon = Daemon::start(db, settings).await;
+    let intent = daemon.order("gpu-devnet", "49.99").await;
+    let paid = daemon
+        .wait_for(intent.id, "paid by the regtest wallet", |i| {
+            i.status == Status::Paid
+        })
+        .await;
+    assert_eq!(paid.amount_final, intent.amount_due, "exactly what was due");
+    assert_eq!(paid.exception, None);
+}

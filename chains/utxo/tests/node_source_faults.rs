@@ -45,6 +45,8 @@ const PASSWORD: &str = "s3cret-rpc-pw";
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fault {
     None,
+    /// A node just started, still reloading its saved mempool.
+    MempoolLoading,
     /// One byte flipped inside the coinbase transaction: merkle mismatch.
     CorruptBlock,
     /// The block's last three bytes missing.
@@ -306,6 +308,7 @@ fn result(method: &str, params: &[Value], fault: Fault) -> Result<Value, (i64, &
         "getblockheader" => return Err((-5, "Block not found")),
         "getblock" if genesis_asked => json!(block_hex(fault)),
         "getblock" => return Err((-5, "Block not found")),
+        "getmempoolinfo" => json!({"loaded": fault != Fault::MempoolLoading, "size": 0}),
         "getrawmempool" => json!([]),
         "getrawtransaction" => {
             return Err((-5, "No such mempool or blockchain transaction"));
@@ -533,7 +536,7 @@ async fn non_json_and_wrong_shaped_answers_are_transient_errors() {
         (transient(source.block(0).await), "getblockhash"),
         (transient(source.final_height().await), "getblockcount"),
         (transient(source.block_ref(0).await), "getblockhash"),
-        (transient(source.unconfirmed().await), "getbestblockhash"),
+        (transient(source.unconfirmed().await), "getmempoolinfo"),
     ] {
         assert!(msg.contains("unreadable") && msg.contains(method), "{msg}");
     }
@@ -741,4 +744,18 @@ async fn a_corrupt_answer_connects_nothing_in_the_canonical_stream() {
     );
     assert_eq!(stream.cursor_tip(), Some(&genesis_ref()));
     assert!(stream.next_batch(10).await.unwrap().is_empty(), "caught up");
+}
+
+#[tokio::test]
+async fn a_mempool_still_loading_is_not_taken_for_an_empty_one() {
+    let node = FakeNode::start().await;
+    let source = node.source();
+    node.set(Fault::MempoolLoading);
+    assert_eq!(
+        source.unconfirmed().await.unwrap(),
+        None,
+        "no snapshot while the node reloads its pool: waiting payments would look dropped"
+    );
+    node.set(Fault::None);
+    assert!(source.unconfirmed().await.unwrap().is_some());
 }
