@@ -82,7 +82,7 @@ fn source(a: &Args, watch: Arc<WatchSet>) -> anyhow::Result<NodeSource> {
     let cfg = NodeConfig {
         params: params(),
         confirmations: 6,
-        blocks_per_request: 32,
+        blocks_per_request: 100,
         mempool: false,
     };
     Ok(NodeSource::new(rpc(&a.rpc)?, cfg, watch))

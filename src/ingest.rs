@@ -46,8 +46,14 @@ impl Ingest {
         let now = self.clock.now_ms();
         let mut tx = self.store.begin().await?;
         let mut outcome = ApplyOutcome::AlreadyApplied;
+        // The cursor row is locked by the first read, so within this
+        // transaction it is what the last event here made it.
+        let mut cursor: Option<Option<String>> = None;
         for event in events {
-            match self.apply_one(&mut tx, network, event, now).await? {
+            match self
+                .apply_one(&mut tx, network, event, now, &mut cursor)
+                .await?
+            {
                 ApplyOutcome::Applied => outcome = ApplyOutcome::Applied,
                 ApplyOutcome::AlreadyApplied => {}
                 mismatch @ ApplyOutcome::CursorMismatch { .. } => {
@@ -156,8 +162,14 @@ impl Ingest {
         network: Network,
         event: &ChainEvent,
         now: i64,
+        cursor: &mut Option<Option<String>>,
     ) -> Result<ApplyOutcome, IngestError> {
-        let stored = self.store.stored_cursor_hash(tx, network).await?;
+        let stored = match cursor.take() {
+            Some(known) => known,
+            None => self.store.stored_cursor_hash(tx, network).await?,
+        };
+        // Unknown again unless an arm below says where the cursor now is.
+        *cursor = None;
         match event {
             ChainEvent::Connected {
                 block,
@@ -200,6 +212,7 @@ impl Ingest {
                     .map(|t| network.normalize_address(&t.to).into_owned())
                     .collect();
                 self.store.touch_intents(tx, network, &addresses).await?;
+                *cursor = Some(Some(block.hash.clone()));
                 Ok(ApplyOutcome::Applied)
             }
             ChainEvent::Disconnected { block } => {

@@ -143,7 +143,7 @@ impl fmt::Debug for RpcSettings {
 }
 
 fn blocks_per_request() -> usize {
-    32
+    100
 }
 
 impl Default for RpcSettings {

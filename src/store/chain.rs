@@ -161,15 +161,19 @@ impl Store {
         .bind(now_ms)
         .execute(&mut **tx)
         .await?;
+        // The cursor moves, and the first block ever connected marks where
+        // this database's history begins: one statement, as this runs per block.
         sqlx::query(
-            "UPDATE chain_state SET start_height = $2 WHERE network = $1 AND start_height IS NULL",
+            "UPDATE chain_state SET cursor_height = $2, cursor_hash = $3, updated_at = $4, \
+             start_height = COALESCE(start_height, $2) WHERE network = $1",
         )
         .bind(network.as_str())
         .bind(to_i64(block.height))
+        .bind(&block.hash)
+        .bind(now_ms)
         .execute(&mut **tx)
         .await?;
-        self.set_cursor(tx, network, Some((block.height, &block.hash)), now_ms)
-            .await
+        Ok(())
     }
 
     /// Inserts a connected block's transfers. The key (network, txid, index,

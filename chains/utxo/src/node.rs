@@ -39,6 +39,8 @@ pub struct NodeSource {
     watch: Arc<WatchSet>,
     /// The node's height as last seen; read-ahead never passes it.
     known_tip: Arc<AtomicU64>,
+    /// The size of the largest block of the last batch, to size the next.
+    block_bytes: AtomicU64,
     chain_checked: std::sync::atomic::AtomicBool,
     ahead: Mutex<ReadAhead>,
     mempool: Mutex<HashMap<String, Vec<OwnedOutput>>>,
@@ -54,6 +56,9 @@ impl std::fmt::Debug for NodeSource {
 }
 
 type Fetched = Vec<(u64, String, Vec<u8>)>;
+
+/// Raw block bytes one batched request aims at (the hex answer is twice that).
+const BATCH_BYTES: usize = 16 << 20;
 
 #[derive(Default)]
 struct ReadAhead {
@@ -95,6 +100,8 @@ impl NodeSource {
             cfg,
             watch,
             known_tip: Arc::new(AtomicU64::new(0)),
+            // Until a batch says otherwise, assume full mainnet blocks.
+            block_bytes: AtomicU64::new(2 << 20),
             chain_checked: std::sync::atomic::AtomicBool::new(false),
             ahead: Mutex::new(ReadAhead::default()),
             mempool: Mutex::new(HashMap::new()),
@@ -188,6 +195,12 @@ impl NodeSource {
                 }
             }
         }
+        if let Some(largest) = ahead.ready.iter().map(|(_, _, b)| b.len()).max() {
+            self.block_bytes.store(
+                u64::try_from(largest).unwrap_or(u64::MAX),
+                Ordering::Relaxed,
+            );
+        }
         let Some((_, hash, bytes)) = ahead.ready.pop_front() else {
             return Ok(None);
         };
@@ -205,11 +218,17 @@ impl NodeSource {
         Ok(Some((hash, bytes)))
     }
 
+    /// Up to `blocks_per_request` blocks, but about [`BATCH_BYTES`] at most:
+    /// regtest blocks of kilobytes go a hundred at a time, mainnet blocks of
+    /// megabytes a few, so one answer never holds hundreds of megabytes.
     fn batch_len(&self, from: u64) -> usize {
         let tip = self.known_tip.load(Ordering::Relaxed);
-        let left = tip.saturating_add(1).saturating_sub(from);
-        usize::try_from(left)
-            .unwrap_or(usize::MAX)
+        let left =
+            usize::try_from(tip.saturating_add(1).saturating_sub(from)).unwrap_or(usize::MAX);
+        let typical =
+            usize::try_from(self.block_bytes.load(Ordering::Relaxed)).unwrap_or(usize::MAX);
+        let by_size = BATCH_BYTES / typical.max(1);
+        left.min(by_size)
             .clamp(1, self.cfg.blocks_per_request.max(1))
     }
 
