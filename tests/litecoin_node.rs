@@ -325,55 +325,27 @@ async fn reorg_before_finality_returns_the_intent(via: Via) {
     assert_eq!(w.daemon.count("SELECT COUNT(*) FROM settlements").await, 0);
 }
 
-mod via_node {
-    use super::*;
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn exact_payment() {
-        exact_payment_confirms_from_the_mempool_then_pays_at_six_confirmations(Via::Node).await
-    }
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn two_transactions() {
-        two_transactions_summing_to_the_amount_pay_the_order(Via::Node).await
-    }
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn overpaid_then_second_payment() {
-        overpaid_stays_paid_and_a_second_payment_needs_review(Via::Node).await
-    }
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn underpaid_and_late() {
-        underpaid_and_late_payments_need_review(Via::Node).await
-    }
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn reorg_before_finality() {
-        reorg_before_finality_returns_the_intent(Via::Node).await
-    }
+/// Each story once per backend: `via_node::name` and `via_electrumx::name`.
+macro_rules! on_both_backends {
+    ($($name:ident => $story:ident),+ $(,)?) => {
+        mod via_node {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() { super::$story(super::Via::Node).await })+
+        }
+        mod via_electrumx {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() { super::$story(super::Via::Electrum).await })+
+        }
+    };
 }
 
-mod via_electrumx {
-    use super::*;
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn exact_payment() {
-        exact_payment_confirms_from_the_mempool_then_pays_at_six_confirmations(Via::Electrum).await
-    }
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn two_transactions() {
-        two_transactions_summing_to_the_amount_pay_the_order(Via::Electrum).await
-    }
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn overpaid_then_second_payment() {
-        overpaid_stays_paid_and_a_second_payment_needs_review(Via::Electrum).await
-    }
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn underpaid_and_late() {
-        underpaid_and_late_payments_need_review(Via::Electrum).await
-    }
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn reorg_before_finality() {
-        reorg_before_finality_returns_the_intent(Via::Electrum).await
-    }
-}
+on_both_backends!(
+    exact_payment => exact_payment_confirms_from_the_mempool_then_pays_at_six_confirmations,
+    two_transactions => two_transactions_summing_to_the_amount_pay_the_order,
+    overpaid_then_second_payment => overpaid_stays_paid_and_a_second_payment_needs_review,
+    underpaid_and_late => underpaid_and_late_payments_need_review,
+    reorg_before_finality => reorg_before_finality_returns_the_intent,
+);
 
 /// The same story on PostgreSQL, as production runs it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

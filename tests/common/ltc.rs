@@ -8,7 +8,7 @@ use bitcoin::secp256k1::Secp256k1;
 use paywatch::app::{self, Context};
 use paywatch::intents::NewIntent;
 use paywatch::settings::{Secret, Settings};
-use paywatch::store::IntentRecord;
+use paywatch::store::{ChainStatus, IntentRecord};
 use paywatch_core::Network;
 use paywatch_testkit::{ElectrumX, LitecoinNode};
 use tokio::sync::oneshot;
@@ -225,26 +225,21 @@ impl Daemon {
 
     /// Waits until the watcher's cursor reaches `height`.
     pub async fn wait_cursor(&self, height: u64) {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            let s = self
-                .ctx
-                .store
-                .chain_status(Network::Litecoin)
-                .await
-                .unwrap();
-            if s.as_ref().and_then(|s| s.cursor_height) >= Some(height) {
-                return;
-            }
-            if Instant::now() > deadline {
-                panic!("the watcher never reached height {height}: {s:?}");
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        self.wait_chain(&format!("height {height}"), |s| {
+            s.cursor_height >= Some(height)
+        })
+        .await
     }
 
     /// Waits until the watcher's cursor is block `hash`.
     pub async fn wait_cursor_at(&self, hash: &str) {
+        self.wait_chain(&format!("block {hash}"), |s| {
+            s.cursor_hash.as_deref() == Some(hash)
+        })
+        .await
+    }
+
+    async fn wait_chain(&self, what: &str, done: impl Fn(&ChainStatus) -> bool) {
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             let s = self
@@ -253,11 +248,11 @@ impl Daemon {
                 .chain_status(Network::Litecoin)
                 .await
                 .unwrap();
-            if s.as_ref().and_then(|s| s.cursor_hash.as_deref()) == Some(hash) {
+            if s.as_ref().is_some_and(&done) {
                 return;
             }
             if Instant::now() > deadline {
-                panic!("the watcher never reached block {hash}: {s:?}");
+                panic!("the watcher never reached {what}: {s:?}");
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
