@@ -529,3 +529,181 @@ async fn litecoin_mweb_transactions_are_read() {
     );
     assert_eq!(block.transfers, vec![paid]);
 }
+
+/// Drives `stream` until it is caught up; returns every event.
+async fn catch_up(stream: &mut CanonicalStream<Arc<ElectrumSource>>) -> Vec<ChainEvent> {
+    let mut events = Vec::new();
+    loop {
+        // As the daemon asks by default (blocks_per_poll).
+        let batch = stream.next_batch(100).await.unwrap();
+        if batch.is_empty() {
+            return events;
+        }
+        events.extend(batch);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn catching_up_200_blocks_finds_both_payments_at_their_heights() {
+    let s = setup().await;
+    let watch = watch_set();
+    let first = s.node.new_address().await.unwrap();
+    let second = s.node.new_address().await.unwrap();
+    watch.extend([first.as_str(), second.as_str()]);
+    let start = s.node.block_count().await.unwrap() + 1;
+    s.node.mine(60).await.unwrap();
+    let a = s.node.send(&first, "1.5").await.unwrap();
+    let a_block = s.node.mine(1).await.unwrap().remove(0);
+    s.node.mine(70).await.unwrap();
+    let b = s.node.send(&second, "0.25").await.unwrap();
+    let b_block = s.node.mine(1).await.unwrap().remove(0);
+    s.node.mine(68).await.unwrap();
+    let tip = s.server.wait_synced_with(&s.node).await.unwrap();
+    assert_eq!(tip, start + 199);
+    let (a_height, b_height) = (start + 60, start + 131);
+    assert_eq!(s.node.block_hash(a_height).await.unwrap(), a_block);
+    assert_eq!(s.node.block_hash(b_height).await.unwrap(), b_block);
+    let paid_a = payment(&a, vout(&s, &a, &first).await, &first, 150_000_000);
+    let paid_b = payment(&b, vout(&s, &b, &second).await, &second, 25_000_000);
+
+    let source = source(&s, &watch);
+    let mut stream = CanonicalStream::new(source.clone(), Vec::new(), start, 6);
+    let started = Instant::now();
+    let events = catch_up(&mut stream).await;
+    eprintln!(
+        "caught up {} blocks over ElectrumX in {:?}",
+        events.len(),
+        started.elapsed()
+    );
+
+    assert_eq!(events.len(), 200);
+    let mut parent = s.node.block_hash(start - 1).await.unwrap();
+    for (height, event) in (start..).zip(&events) {
+        let ChainEvent::Connected {
+            block, transfers, ..
+        } = event
+        else {
+            panic!("only connects: {event:?}");
+        };
+        assert_eq!(block.height, height);
+        assert_eq!(block.parent, parent, "at {height}");
+        assert_eq!(block.hash, s.node.block_hash(height).await.unwrap());
+        let expected = match height {
+            h if h == a_height => vec![paid_a.clone()],
+            h if h == b_height => vec![paid_b.clone()],
+            _ => Vec::new(),
+        };
+        assert_eq!(transfers, &expected, "at {height}");
+        parent.clone_from(&block.hash);
+    }
+    assert_eq!(
+        stream.cursor_tip().map(|b| b.hash.clone()),
+        Some(s.node.best_hash().await.unwrap())
+    );
+}
+
+/// The server moves to another branch while the stream catches up over
+/// headers read ahead of it. The first header not yet handed out still
+/// names the stream's last block as its parent, but is no longer on the
+/// server's chain: the stream must walk back, not connect it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reorg_while_catching_up_is_followed_not_read_from_old_headers() {
+    let s = setup().await;
+    let watch = watch_set();
+    let address = s.node.new_address().await.unwrap();
+    watch.insert(&address);
+    let start = s.node.block_count().await.unwrap() + 1;
+    s.node.mine(5).await.unwrap();
+    let txid = s.node.send(&address, "1.5").await.unwrap();
+    let paid = payment(
+        &txid,
+        vout(&s, &txid, &address).await,
+        &address,
+        150_000_000,
+    );
+    // litecoind puts the transactions of at most 10 disconnected blocks
+    // back in its mempool: the old branch stays shorter than that.
+    s.node.mine(9).await.unwrap();
+    let old_tip = s.server.wait_synced_with(&s.node).await.unwrap();
+    let paid_at = start + 5;
+    let mut old = Vec::new();
+    for height in start..=old_tip {
+        old.push(s.node.block_hash(height).await.unwrap());
+    }
+
+    // The first block brings the headers up to the tip with it.
+    let source = source(&s, &watch);
+    let mut stream = CanonicalStream::new(source.clone(), Vec::new(), start, 50);
+    let events = stream.next_batch(10).await.unwrap();
+    assert_eq!(events.len(), 10);
+    for (event, hash) in events.iter().zip(&old) {
+        let ChainEvent::Connected {
+            block, transfers, ..
+        } = event
+        else {
+            panic!("only connects: {event:?}");
+        };
+        assert_eq!(&block.hash, hash);
+        let expected = if block.height == paid_at {
+            vec![paid.clone()]
+        } else {
+            Vec::new()
+        };
+        assert_eq!(transfers, &expected, "at {}", block.height);
+    }
+    let cursor = start + 9;
+    assert!(cursor < old_tip);
+
+    // Replace the chain from the payment's block (below the stream's last
+    // block) with a longer branch, mined to another address so no block of
+    // it can be one of the old ones; the payment goes into its first block.
+    let fork = paid_at;
+    s.node
+        .invalidate(&old[usize::try_from(fork - start).unwrap()])
+        .await
+        .unwrap();
+    let elsewhere = s.node.new_address().await.unwrap();
+    let branch: Vec<String> = s
+        .node
+        .rpc("generatetoaddress", json!([old_tip - fork + 2, elsewhere]))
+        .await
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h.as_str().unwrap().to_owned())
+        .collect();
+    let new_tip = s.server.wait_synced_with(&s.node).await.unwrap();
+    assert_eq!(new_tip, old_tip + 1);
+
+    let events = catch_up(&mut stream).await;
+    let depth = usize::try_from(cursor - fork + 1).unwrap();
+    let (gone, came) = events.split_at(depth.min(events.len()));
+    for (event, height) in gone.iter().zip((fork..=cursor).rev()) {
+        let ChainEvent::Disconnected { block } = event else {
+            panic!("disconnects first, highest first, from {cursor} to {fork}: {events:?}");
+        };
+        assert_eq!(block.height, height);
+        assert_eq!(block.hash, old[usize::try_from(height - start).unwrap()]);
+    }
+    assert_eq!(came.len(), branch.len(), "{events:?}");
+    for ((event, hash), height) in came.iter().zip(&branch).zip(fork..) {
+        let ChainEvent::Connected {
+            block, transfers, ..
+        } = event
+        else {
+            panic!("then the new branch's connects: {event:?}");
+        };
+        assert_eq!((block.height, &block.hash), (height, hash));
+        let expected = if height == fork {
+            vec![paid.clone()]
+        } else {
+            Vec::new()
+        };
+        assert_eq!(transfers, &expected, "at {height}");
+    }
+    assert_eq!(
+        stream.cursor_tip().map(|b| b.hash.clone()),
+        Some(s.node.best_hash().await.unwrap())
+    );
+}

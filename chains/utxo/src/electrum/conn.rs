@@ -1,0 +1,105 @@
+//! The one connection to the server: opened on first use, checked to
+//! serve our chain, and dropped when it can no longer be trusted.
+
+use std::net::TcpStream;
+use std::sync::MutexGuard;
+use std::time::Duration;
+
+use electrum_client::raw_client::RawClient;
+use electrum_client::{ElectrumApi as _, Param};
+use serde_json::Value;
+use tracing::debug;
+
+use super::{ElectrumError, Inner, State};
+
+/// How long one read or write on the socket may take.
+pub(super) const TIMEOUT: Duration = Duration::from_secs(30);
+const CLIENT_NAME: &str = concat!("paywatch/", env!("CARGO_PKG_VERSION"));
+/// The protocol version asked for: every server in use speaks 1.4, and it
+/// still has the `blockchain.scripthash.*` methods (1.7 replaced them).
+const PROTOCOL_VERSION: &str = "1.4";
+
+pub(super) struct Conn {
+    pub(super) client: RawClient<TcpStream>,
+    /// `watched[..subscribed]` are subscribed on this connection.
+    pub(super) subscribed: usize,
+    /// Set when the client's idea of its subscriptions may differ from the server's.
+    pub(super) broken: bool,
+}
+
+impl Inner {
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
+        match self.state.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => {
+                // A call panicked halfway: trust nothing it may have left.
+                self.state.clear_poison();
+                let mut guard = poisoned.into_inner();
+                guard.conn = None;
+                guard.snapshot = None;
+                guard.ahead = None;
+                guard
+            }
+        }
+    }
+
+    pub(super) fn with_conn<T>(
+        &self,
+        st: &mut State,
+        f: impl Fn(&Inner, &mut Conn, &mut State) -> Result<T, ElectrumError>,
+    ) -> Result<T, ElectrumError> {
+        let mut conn = match st.conn.take() {
+            Some(c) => c,
+            None => {
+                // Notifications sent before are lost: read every history again.
+                st.snapshot = None;
+                self.connect()?
+            }
+        };
+        let result = f(self, &mut conn, st);
+        if result.is_err() {
+            // Whatever failed, headers read ahead are not trusted past it.
+            st.ahead = None;
+        }
+        let keep = !conn.broken && result.as_ref().err().is_none_or(|e| !e.drops_connection());
+        if keep {
+            st.conn = Some(conn);
+        } else {
+            debug!(url = %self.url, "dropping the Electrum connection");
+            st.snapshot = None;
+        }
+        result
+    }
+
+    fn connect(&self) -> Result<Conn, ElectrumError> {
+        let client = RawClient::new(self.addr.as_str(), Some(TIMEOUT))
+            .map_err(|e| self.error("connect", e))?;
+        client
+            .raw_call(
+                "server.version",
+                [
+                    Param::String(CLIENT_NAME.to_owned()),
+                    Param::String(PROTOCOL_VERSION.to_owned()),
+                ],
+            )
+            .map_err(|e| self.error("server.version", e))?;
+        let features = client
+            .raw_call("server.features", Vec::new())
+            .map_err(|e| self.error("server.features", e))?;
+        let genesis = features
+            .get("genesis_hash")
+            .and_then(Value::as_str)
+            .ok_or_else(|| self.bad("server.features", format!("no genesis_hash in {features}")))?;
+        self.check_genesis(genesis)?;
+        debug!(url = %self.url, "connected to the Electrum server");
+        Ok(Conn {
+            client,
+            subscribed: 0,
+            broken: false,
+        })
+    }
+
+    pub(super) fn batch_size(&self) -> usize {
+        self.cfg.batch_size.max(1)
+    }
+}

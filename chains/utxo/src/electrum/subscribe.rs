@@ -1,0 +1,285 @@
+//! Watched addresses: taken in from the watch set, subscribed on the
+//! connection, and marked for a new reading when the server says they changed.
+
+use bitcoin::hex::DisplayHex as _;
+use electrum_client::{ElectrumApi as _, Param, ToElectrumScriptHash};
+use tracing::warn;
+
+use super::conn::Conn;
+use super::history::Watched;
+use super::{ElectrumError, Inner, State};
+use crate::address::script_for_address;
+
+impl Inner {
+    pub(super) fn has_new_addresses(&self, st: &State) -> bool {
+        !self.watch.addresses_from(st.listed).is_empty()
+    }
+
+    pub(super) fn take_in_addresses(&self, st: &mut State) -> Result<(), ElectrumError> {
+        let fresh = self.watch.addresses_from(st.listed);
+        let count = st.listed + fresh.len();
+        if count > self.cfg.max_subscriptions {
+            return Err(ElectrumError::TooManyAddresses {
+                network: self.cfg.params.network,
+                count,
+                limit: self.cfg.max_subscriptions,
+            });
+        }
+        for address in fresh {
+            st.listed += 1;
+            match script_for_address(self.cfg.params.network, &address) {
+                Ok((_, script)) => {
+                    if st.known.insert(script.clone()) {
+                        st.dirty.insert(st.watched.len());
+                        st.watched.push(Watched {
+                            script,
+                            history: None,
+                        });
+                    }
+                }
+                Err(e) => {
+                    warn!(%address, error = %e, "not an address an Electrum server can watch; it is never matched");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn subscribe(&self, conn: &mut Conn, st: &mut State) -> Result<(), ElectrumError> {
+        let count = st.watched.len();
+        while conn.subscribed < count {
+            let start = conn.subscribed;
+            let end = start.saturating_add(self.batch_size()).min(count);
+            let scripts: Vec<&bitcoin::Script> = st.watched[start..end]
+                .iter()
+                .map(|w| w.script.as_script())
+                .collect();
+            // The client records the subscriptions before it asks: whatever
+            // goes wrong now leaves it out of step with the server.
+            conn.broken = true;
+            let statuses = conn
+                .client
+                .batch_script_subscribe(scripts.iter().copied())
+                .map_err(|e| self.subscribe_error(e, start, end, count))?;
+            if statuses.len() != scripts.len() {
+                return Err(self.bad(
+                    "blockchain.scripthash.subscribe",
+                    format!(
+                        "{} answers to {} subscriptions",
+                        statuses.len(),
+                        scripts.len()
+                    ),
+                ));
+            }
+            // electrum-client reads a refused subscription in a batch as "no
+            // history yet" (null). Ask for the last one again, alone: a
+            // limit the server reached within this batch refuses it too.
+            if let (Some(None), Some(last)) = (statuses.last(), scripts.last()) {
+                let hash = last.to_electrum_scripthash();
+                conn.client
+                    .raw_call(
+                        "blockchain.scripthash.subscribe",
+                        [Param::String(hash.as_slice().to_lower_hex_string())],
+                    )
+                    .map_err(|e| self.subscribe_error(e, end - 1, end, count))?;
+            }
+            conn.broken = false;
+            conn.subscribed = end;
+        }
+        Ok(())
+    }
+
+    /// What a failure while subscribing `watched[from..to]` means.
+    fn subscribe_error(
+        &self,
+        e: electrum_client::Error,
+        from: usize,
+        to: usize,
+        count: usize,
+    ) -> ElectrumError {
+        match self.error("blockchain.scripthash.subscribe", e) {
+            ElectrumError::Server { message, .. } if is_subscription_limit(&message) => {
+                ElectrumError::SubscriptionLimit {
+                    url: self.url.clone(),
+                    network: self.cfg.params.network,
+                    subscribed: from,
+                    count,
+                    message,
+                }
+            }
+            ElectrumError::Transport { url, detail } => ElectrumError::Transport {
+                url,
+                detail: format!(
+                    "{detail} (while subscribing addresses {} to {to} of {count}; if this \
+                     repeats, the server may be dropping clients with many subscriptions)",
+                    from + 1
+                ),
+            },
+            other => other,
+        }
+    }
+
+    /// Marks the addresses the server notified about since the last look.
+    pub(super) fn collect_notifications(
+        &self,
+        conn: &mut Conn,
+        st: &mut State,
+    ) -> Result<(), ElectrumError> {
+        for (i, w) in st.watched[..conn.subscribed].iter().enumerate() {
+            while conn
+                .client
+                .script_pop(&w.script)
+                .map_err(|e| self.error("blockchain.scripthash.subscribe", e))?
+                .is_some()
+            {
+                st.dirty.insert(i);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// ElectrumX: "your address subscription limit 50,000 reached", "server
+/// subscription limit 250,000 reached"; Fulcrum: "Subscription limit reached".
+fn is_subscription_limit(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    (m.contains("subscription") || m.contains("subs")) && m.contains("limit")
+        || m.contains("too many subscriptions")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{BufRead as _, BufReader, Write as _};
+    use std::net::TcpListener;
+    use std::sync::Arc;
+
+    use bitcoin::ScriptBuf;
+    use paywatch_core::{BlockSource as _, Network, SourceError, WatchSet};
+    use serde_json::Value;
+
+    use super::is_subscription_limit;
+    use crate::electrum::chain::HEADER_LEN;
+    use crate::electrum::genesis::GENESIS;
+    use crate::electrum::{ElectrumConfig, ElectrumSource};
+    use crate::params::{Chain, Params};
+
+    /// A one-connection Electrum server that answers each batch in reverse
+    /// order (as ElectrumX may: it runs a batch's requests concurrently) and
+    /// refuses every subscription past the first `limit`.
+    fn fake_server(limit: usize) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let mut out = stream.try_clone().unwrap();
+            let mut reader = BufReader::new(stream);
+            let mut subscribed = 0;
+            loop {
+                let mut batch = Vec::new();
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    batch.push(serde_json::from_str::<Value>(&line).unwrap());
+                    if reader.buffer().is_empty() {
+                        break;
+                    }
+                }
+                let mut answers = Vec::new();
+                for request in batch {
+                    let id = request["id"].clone();
+                    let answer = match request["method"].as_str().unwrap() {
+                        "server.version" => serde_json::json!({"result": ["fake", "1.4"]}),
+                        "server.features" => {
+                            serde_json::json!({"result": {"genesis_hash": GENESIS[7].3}})
+                        }
+                        "blockchain.headers.subscribe" => {
+                            serde_json::json!({"result": {"height": 5, "hex": "00".repeat(HEADER_LEN)}})
+                        }
+                        "blockchain.scripthash.subscribe" if subscribed < limit => {
+                            subscribed += 1;
+                            serde_json::json!({"result": null})
+                        }
+                        "blockchain.scripthash.subscribe" => serde_json::json!({"error": {
+                            "code": 1,
+                            "message": format!("your address subscription limit {limit} reached"),
+                        }}),
+                        _ => {
+                            serde_json::json!({"error": {"code": -32601, "message": "unknown method"}})
+                        }
+                    };
+                    let mut answer = answer;
+                    answer["jsonrpc"] = "2.0".into();
+                    answer["id"] = id;
+                    answers.push(answer);
+                }
+                for answer in answers.iter().rev() {
+                    writeln!(out, "{answer}").unwrap();
+                }
+            }
+        });
+        addr
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_subscription_limit_inside_a_batch_is_named() {
+        let params = Params::new(Network::Litecoin, Chain::Regtest).unwrap();
+        let watch = Arc::new(
+            WatchSet::new(Network::Litecoin)
+                .keyed(crate::scan::watch_key(Network::Litecoin))
+                .listing(),
+        );
+        for i in 0..3u8 {
+            let mut script = vec![0x00, 0x14];
+            script.extend([i; 20]);
+            let address = crate::address::address_for_script(
+                &params,
+                ScriptBuf::from_bytes(script).as_script(),
+            )
+            .unwrap();
+            watch.insert(&address);
+        }
+        let cfg = ElectrumConfig {
+            params,
+            url: fake_server(2),
+            confirmations: 6,
+            batch_size: 10,
+            max_subscriptions: 10,
+            mempool: true,
+        };
+        let source = ElectrumSource::new(cfg, watch).unwrap();
+        let err = source.tip().await.unwrap_err();
+        let SourceError::Fatal(msg) = &err else {
+            panic!("a server limit needs an operator: {err}");
+        };
+        for needle in [
+            "your address subscription limit 2 reached",
+            "MAX_SESSION_SUBS",
+            "max_subscriptions",
+            "full node",
+            "of the 3 litecoin addresses",
+        ] {
+            assert!(msg.contains(needle), "{needle}: {msg}");
+        }
+    }
+
+    #[test]
+    fn subscription_limits_are_recognised() {
+        for m in [
+            "your address subscription limit 50,000 reached",
+            "server subscription limit 250,000 reached",
+            "Subscription limit reached (code 50)",
+            "too many subscriptions",
+        ] {
+            assert!(is_subscription_limit(m), "{m}");
+        }
+        for m in [
+            "history too large",
+            "excessive resource usage",
+            "unknown method",
+        ] {
+            assert!(!is_subscription_limit(m), "{m}");
+        }
+    }
+}
