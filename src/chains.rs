@@ -64,31 +64,14 @@ pub fn source(
         ("devchain", _) => Ok(None),
         ("node", true) => {
             let params = utxo_params(network, ns)?;
-            let rpc = &ns.rpc;
-            if rpc.url.is_empty() {
-                return Err(invalid("rpc.url", "required for source = \"node\"".into()));
-            }
-            let auth = match (&rpc.user, &rpc.password, &rpc.cookie_file) {
-                (Some(user), Some(password), _) => utxo::RpcAuth::UserPassword {
-                    user: user.clone(),
-                    password: password.0.clone(),
-                },
-                (None, None, Some(cookie)) => utxo::RpcAuth::CookieFile(cookie.into()),
-                _ => {
-                    return Err(invalid(
-                        "rpc",
-                        "set either user and password, or cookie_file".into(),
-                    ))
-                }
-            };
             let cfg = utxo::NodeConfig {
                 params,
                 confirmations,
-                blocks_per_request: rpc.blocks_per_request.max(1),
+                blocks_per_request: ns.rpc.blocks_per_request.max(1),
                 mempool: ns.mempool,
             };
             Ok(Some(Arc::new(utxo::NodeSource::new(
-                utxo::NodeRpc::new(&rpc.url, auth),
+                node_rpc(network, ns)?,
                 cfg,
                 watch,
             ))))
@@ -125,6 +108,33 @@ pub fn source(
             available: "devchain",
         }),
     }
+}
+
+/// The RPC client `[networks.X.rpc]` describes: its URL, and either a user
+/// and password or the node's cookie file.
+pub(crate) fn node_rpc(
+    network: Network,
+    ns: &NetworkSettings,
+) -> Result<utxo::NodeRpc, ChainSetupError> {
+    let invalid = |key, why: String| ChainSetupError::Invalid { network, key, why };
+    let rpc = &ns.rpc;
+    if rpc.url.is_empty() {
+        return Err(invalid("rpc.url", "required for source = \"node\"".into()));
+    }
+    let auth = match (&rpc.user, &rpc.password, &rpc.cookie_file) {
+        (Some(user), Some(password), _) => utxo::RpcAuth::UserPassword {
+            user: user.clone(),
+            password: password.0.clone(),
+        },
+        (None, None, Some(cookie)) => utxo::RpcAuth::CookieFile(cookie.into()),
+        _ => {
+            return Err(invalid(
+                "rpc",
+                "set either user and password, or cookie_file".into(),
+            ))
+        }
+    };
+    Ok(utxo::NodeRpc::new(&rpc.url, auth))
 }
 
 /// The deriver for `network`'s account key, when one is configured.

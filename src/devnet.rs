@@ -108,15 +108,10 @@ impl DevChains {
         tasks: &mut JoinSet<()>,
         mut stop: watch::Receiver<bool>,
     ) {
-        let auth = match (&ns.rpc.user, &ns.rpc.password, &ns.rpc.cookie_file) {
-            (Some(user), Some(password), _) => paywatch_utxo::RpcAuth::UserPassword {
-                user: user.clone(),
-                password: password.0.clone(),
-            },
-            (_, _, Some(cookie)) => paywatch_utxo::RpcAuth::CookieFile(cookie.into()),
-            _ => return,
+        // Built the same way as the watcher's source, which already checked it.
+        let Ok(rpc) = crate::chains::node_rpc(network, ns) else {
+            return;
         };
-        let rpc = paywatch_utxo::NodeRpc::new(&ns.rpc.url, auth);
         let every = Duration::from_secs(dev.block_secs.max(1));
         tasks.spawn(async move {
             let mut paid: HashSet<i64> = HashSet::new();
