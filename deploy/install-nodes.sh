@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the real chain nodes the integration tests start (through
-# chains/testkit): Litecoin Core (regtest) and ElectrumX over it.
+# chains/testkit): Litecoin Core (regtest), ElectrumX over it, and anvil
+# (Foundry's Ethereum dev node).
 #
 #   bash deploy/install-nodes.sh
 #
@@ -9,10 +10,13 @@
 #
 # PAYWATCH_TOOLS      where tools not packaged by Debian go
 #                     (default /var/cache/paywatch-tools); ElectrumX is a
-#                     Python venv at $PAYWATCH_TOOLS/electrumx.
+#                     Python venv at $PAYWATCH_TOOLS/electrumx, anvil an npm
+#                     prefix at $PAYWATCH_TOOLS/evm.
 # PAYWATCH_LITECOIND  a litecoind binary to use instead of the Debian one
 #                     (then nothing is installed for it, only checked).
 # PAYWATCH_ELECTRUMX  an electrumx_server to use instead of the venv one
+#                     (then nothing is installed for it, only checked).
+# PAYWATCH_ANVIL      an anvil binary to use instead of the npm one
 #                     (then nothing is installed for it, only checked).
 # PAYWATCH_PYTHON     the Python (3.10 or newer) to build the venv with
 #                     (default python3).
@@ -20,6 +24,8 @@ set -euo pipefail
 
 tools="${PAYWATCH_TOOLS:-/var/cache/paywatch-tools}"
 venv="$tools/electrumx"
+evm="$tools/evm"
+anvil_version=1.7.1
 python="${PAYWATCH_PYTHON:-python3}"
 debian_litecoind=/usr/lib/litecoin/litecoind
 
@@ -134,6 +140,47 @@ else
     ex_version="(version not checked)"
 fi
 
+# --- anvil (Ethereum dev node) ------------------------------------------------
+# Foundry publishes anvil as a prebuilt binary in a per-platform npm package.
+anvil_ok() {
+    [ -x "$evm/node_modules/.bin/anvil" ] || return 1
+    local v
+    v="$(timeout 30 "$evm/node_modules/.bin/anvil" --version 2>/dev/null || true)"
+    case "$v" in
+        *"Version: $anvil_version"*) return 0 ;;
+        *) return 1 ;;
+    esac
+}
+
+if [ -n "${PAYWATCH_ANVIL:-}" ]; then
+    [ -x "$PAYWATCH_ANVIL" ] \
+        || die "PAYWATCH_ANVIL=$PAYWATCH_ANVIL is not an executable file"
+    anvil="$PAYWATCH_ANVIL"
+else
+    if ! anvil_ok; then
+        case "$(uname -s)-$(uname -m)" in
+            Linux-x86_64) anvil_pkg=@foundry-rs/anvil-linux-amd64 ;;
+            Linux-aarch64 | Linux-arm64) anvil_pkg=@foundry-rs/anvil-linux-arm64 ;;
+            *) die "no anvil package for $(uname -s) $(uname -m); install anvil by hand (https://getfoundry.sh) and set PAYWATCH_ANVIL" ;;
+        esac
+        if ! command -v npm >/dev/null 2>&1; then
+            apt_install nodejs npm
+            command -v npm >/dev/null 2>&1 || die "no npm after installing it"
+        fi
+
+        say "npm install $anvil_pkg@$anvil_version into $evm"
+        as_tools_owner mkdir -p "$evm"
+        if ! as_tools_owner timeout 900 npm install --prefix "$evm" --no-audit --no-fund \
+            --loglevel=error "$anvil_pkg@$anvil_version"; then
+            die "npm install $anvil_pkg@$anvil_version failed (see above); no anvil installed"
+        fi
+        anvil_ok || die "anvil installed at $evm/node_modules/.bin/anvil but '$evm/node_modules/.bin/anvil --version' is not $anvil_version"
+    fi
+    anvil="$evm/node_modules/.bin/anvil"
+fi
+eth_version="$(timeout 30 "$anvil" --version 2>/dev/null | head -n 1 || true)"
+[ -n "$eth_version" ] || die "$anvil does not run ('$anvil --version' printed nothing)"
+
 # --- summary -----------------------------------------------------------------
 cat <<EOF
 
@@ -142,8 +189,11 @@ Chain nodes for the integration tests (chains/testkit):
                    $ltc_version
   electrumx_server $electrumx
                    $ex_version
+  anvil            $anvil
+                   $eth_version
 
 The tests find them there by default; to use others, set
   PAYWATCH_LITECOIND=/path/to/litecoind
-  PAYWATCH_ELECTRUMX=/path/to/electrumx_server  (or PAYWATCH_TOOLS=dir)
+  PAYWATCH_ELECTRUMX=/path/to/electrumx_server
+  PAYWATCH_ANVIL=/path/to/anvil                  (or PAYWATCH_TOOLS=dir)
 EOF

@@ -31,6 +31,13 @@ pub trait BlockSource: Send + Sync {
     async fn unconfirmed(&self) -> Result<Option<Unconfirmed>, SourceError> {
         Ok(None)
     }
+
+    /// Notified when the node announces a new block (a websocket `newHeads`),
+    /// so an idle watcher looks at once instead of at its next poll. Only a
+    /// wake-up: what the block holds is always fetched the usual way.
+    fn head_signal(&self) -> Option<std::sync::Arc<tokio::sync::Notify>> {
+        None
+    }
 }
 
 /// A mempool snapshot, taken while the node's best block was `tip`: it is
@@ -85,5 +92,9 @@ impl<T: BlockSource + ?Sized> BlockSource for std::sync::Arc<T> {
 
     async fn unconfirmed(&self) -> Result<Option<Unconfirmed>, SourceError> {
         (**self).unconfirmed().await
+    }
+
+    fn head_signal(&self) -> Option<std::sync::Arc<tokio::sync::Notify>> {
+        (**self).head_signal()
     }
 }

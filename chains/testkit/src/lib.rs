@@ -5,8 +5,10 @@ mod scripted;
 
 pub use scripted::{ScriptedChain, ScriptedSource};
 
+pub mod anvil;
 pub mod electrumx;
 pub mod litecoind;
 
+pub use anvil::{AnvilError, AnvilNode, AnvilOptions};
 pub use electrumx::{ElectrumX, ElectrumXOptions};
 pub use litecoind::{Auth, HarnessError, LitecoinNode, NodeOptions};
