@@ -1,0 +1,20 @@
+//! Ethereum for paywatch: fetches blocks, Transfer logs, receipts and call
+//! traces over JSON-RPC and translates them into transfers to watched
+//! addresses. It has no reorg logic; the core's canonical stream decides.
+
+mod address;
+mod derive;
+
+pub use address::{checksummed, parse_address, storage_form, AddressError};
+pub use derive::{AccountKey, DeriveError};
+mod extract;
+mod heads;
+mod rpc;
+mod scan;
+mod source;
+pub mod types;
+
+pub use extract::{extract, ExtractError, ExtractReport, FoundPayment};
+pub use rpc::CallError;
+pub use scan::{paying_transactions, scan, watch_key, BlockAnswers, ScanError, Tokens, NATIVE_INDEX, TRANSFER_TOPIC};
+pub use source::{EvmConfig, EvmSetupError, EvmSource, Finality};

@@ -1,0 +1,219 @@
+//! JSON-RPC over alloy's client: single calls and batches, each bounded by
+//! a timeout, with node refusals sorted into what to do about them.
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use alloy_json_rpc::{RpcRecv, RpcSend};
+use alloy_rpc_client::{BatchRequest, RpcClient, Waiter};
+use alloy_transport::{TransportError, TransportErrorKind};
+
+/// Why a call failed, sorted by what the caller can do about it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CallError {
+    /// The node refused the size of the request or its answer: ask for less.
+    #[error("the node refused the request size: {0}")]
+    TooLarge(String),
+    /// The node answered with a JSON-RPC error.
+    #[error("node error {code}: {message}")]
+    Node { code: i64, message: String },
+    /// Unreachable, rate-limited, or the connection broke.
+    #[error("transport: {0}")]
+    Transport(String),
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    /// The answer is not what the method returns.
+    #[error("unreadable answer: {0}")]
+    Decode(String),
+}
+
+/// A node's JSON-RPC endpoint. Its URL may hold an API key, so only the
+/// host is ever shown.
+#[derive(Clone)]
+pub struct Rpc {
+    client: RpcClient,
+    host: String,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for Rpc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rpc").field("host", &self.host).finish()
+    }
+}
+
+impl Rpc {
+    pub fn http(url: &str, timeout: Duration) -> Result<Rpc, String> {
+        let parsed: reqwest_alloy::Url = url
+            .parse()
+            .map_err(|e| format!("'{}' is not a URL: {e}", shown_host(url)))?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(format!(
+                "'{}' must be an http:// or https:// URL",
+                shown_host(url)
+            ));
+        }
+        let http = reqwest_alloy::Client::builder()
+            .connect_timeout(timeout.min(Duration::from_secs(10)))
+            .timeout(timeout)
+            .build()
+            .map_err(|e| format!("HTTP client for {}: {e}", shown_host(url)))?;
+        Ok(Rpc {
+            host: shown_host(url),
+            client: RpcClient::new_http_with_client(http, parsed),
+            timeout,
+        })
+    }
+
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    pub async fn call<P: RpcSend, R: RpcRecv>(
+        &self,
+        method: &'static str,
+        params: P,
+    ) -> Result<R, CallError> {
+        let request = self.client.request(method, params);
+        match tokio::time::timeout(self.timeout, request).await {
+            Ok(answer) => answer.map_err(classify_error),
+            Err(_) => Err(CallError::Timeout(self.timeout)),
+        }
+    }
+
+    /// The same method with each of `params`, in one request.
+    pub async fn batch<P: RpcSend, R: RpcRecv>(
+        &self,
+        method: &'static str,
+        params: &[P],
+    ) -> Result<Vec<Result<R, CallError>>, CallError> {
+        let mut batch = self.new_batch();
+        let waiters = params
+            .iter()
+            .map(|p| batch.add(method, p))
+            .collect::<Result<Vec<_>, _>>()?;
+        batch.send().await?;
+        let mut out = Vec::with_capacity(waiters.len());
+        for w in waiters {
+            out.push(w.await.map_err(classify_error));
+        }
+        Ok(out)
+    }
+
+    pub fn new_batch(&self) -> Batch<'_> {
+        Batch {
+            inner: self.client.new_batch(),
+            timeout: self.timeout,
+        }
+    }
+}
+
+/// Calls of several methods sent as one request.
+#[derive(Debug)]
+pub struct Batch<'a> {
+    inner: BatchRequest<'a>,
+    timeout: Duration,
+}
+
+impl Batch<'_> {
+    pub fn add<P: RpcSend, R: RpcRecv>(
+        &mut self,
+        method: &'static str,
+        params: &P,
+    ) -> Result<Waiter<R>, CallError> {
+        self.inner
+            .add_call(Cow::Borrowed(method), params)
+            .map_err(classify_error)
+    }
+
+    pub async fn send(self) -> Result<(), CallError> {
+        match tokio::time::timeout(self.timeout, self.inner.send()).await {
+            Ok(sent) => sent.map_err(classify_error),
+            Err(_) => Err(CallError::Timeout(self.timeout)),
+        }
+    }
+}
+
+/// Providers refuse big asks in many words: Alchemy and Infura say "limit"
+/// or "exceed", geth "too many", others answer HTTP 413.
+pub(crate) fn classify_error(e: TransportError) -> CallError {
+    match e {
+        alloy_json_rpc::RpcError::ErrorResp(payload) => {
+            let message = payload.message.to_string();
+            if payload.code == -32005 || names_a_size_limit(&message) {
+                CallError::TooLarge(message)
+            } else {
+                CallError::Node {
+                    code: payload.code,
+                    message,
+                }
+            }
+        }
+        alloy_json_rpc::RpcError::NullResp => {
+            CallError::Decode("null where a value was expected".into())
+        }
+        alloy_json_rpc::RpcError::DeserError { err, text } => {
+            let mut text = text;
+            text.truncate(200);
+            CallError::Decode(format!("{err}: {text}"))
+        }
+        alloy_json_rpc::RpcError::Transport(TransportErrorKind::HttpError(http)) => {
+            let mut body = http.body.clone();
+            body.truncate(200);
+            if http.status == 413 || names_a_size_limit(&body) {
+                CallError::TooLarge(format!("HTTP {}: {body}", http.status))
+            } else {
+                CallError::Transport(format!("HTTP {}: {body}", http.status))
+            }
+        }
+        other => CallError::Transport(other.to_string()),
+    }
+}
+
+fn names_a_size_limit(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    ["limit", "exceed", "too many", "too large", "more than", "response size", "batch size"]
+        .iter()
+        .any(|w| m.contains(w))
+}
+
+/// scheme://host:port of a URL, without path, query or credentials.
+pub(crate) fn shown_host(url: &str) -> String {
+    match url.parse::<reqwest_alloy::Url>() {
+        Ok(u) => format!(
+            "{}://{}{}",
+            u.scheme(),
+            u.host_str().unwrap_or("?"),
+            u.port().map(|p| format!(":{p}")).unwrap_or_default()
+        ),
+        Err(_) => "(unparsable URL)".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_url_with_an_api_key_shows_only_its_host() {
+        assert_eq!(
+            shown_host("https://user:pw@eth-mainnet.example.com/v2/SECRETKEY?x=1"),
+            "https://eth-mainnet.example.com"
+        );
+        assert_eq!(shown_host("http://127.0.0.1:8545"), "http://127.0.0.1:8545");
+    }
+
+    #[test]
+    fn provider_size_refusals_are_told_apart_from_other_errors() {
+        for m in [
+            "query returned more than 10000 results",
+            "Log response size exceeded",
+            "batch size too large",
+            "too many requests in batch",
+        ] {
+            assert!(names_a_size_limit(m), "{m}");
+        }
+        assert!(!names_a_size_limit("execution reverted"));
+    }
+}

@@ -1,0 +1,349 @@
+//! One block's node answers → the transfers it makes to watched addresses.
+//! The watcher and `paywatch extract` both go through [`scan`], so an
+//! operator reading a recorded answer sees exactly what the watcher saw.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use alloy_primitives::{b256, Address, B256, U256};
+use paywatch_core::{Amount, Asset, AssetId, Network, Transfer, WatchKeyFn, WatchRead};
+use tracing::warn;
+
+use crate::address::{parse_address, storage_form};
+use crate::types::{CallFrame, RpcLog, RpcTransaction, TxTrace};
+
+/// keccak256("Transfer(address,address,uint256)"): ERC-20's Transfer event.
+pub const TRANSFER_TOPIC: B256 =
+    b256!("ddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef");
+
+/// Transfers of ETH get indexes from here up, log indexes stay below: a
+/// transaction can both pay ETH and emit logs, and each needs its own key.
+/// The top-level value is `NATIVE_INDEX`, internal calls follow in trace order.
+pub const NATIVE_INDEX: u32 = 1 << 31;
+
+/// How a watch set keys Ethereum addresses: the 20 raw bytes, so logs and
+/// transactions are tested without formatting an address string.
+pub fn watch_key() -> WatchKeyFn {
+    Arc::new(|address: &str| parse_address(address).ok().map(|a| a.to_vec()))
+}
+
+/// The token contracts paywatch accepts, by the asset they carry.
+#[derive(Debug, Clone, Default)]
+pub struct Tokens {
+    by_contract: HashMap<Address, Asset>,
+}
+
+impl Tokens {
+    pub fn new(contracts: impl IntoIterator<Item = (Asset, Address)>) -> Tokens {
+        Tokens {
+            by_contract: contracts.into_iter().map(|(a, c)| (c, a)).collect(),
+        }
+    }
+
+    /// The contracts whose Transfer logs are fetched and accepted.
+    pub fn contracts(&self) -> impl Iterator<Item = (&Address, &Asset)> {
+        self.by_contract.iter()
+    }
+
+    fn asset_of(&self, contract: &Address) -> AssetId {
+        match self.by_contract.get(contract) {
+            Some(asset) => AssetId::Known(*asset),
+            None => AssetId::Token {
+                contract: storage_form(contract),
+            },
+        }
+    }
+}
+
+/// What the node said about one block. `transactions` is `None` when only
+/// receipts are at hand (`eth_getBlockReceipts`): they carry no ETH value.
+#[derive(Debug)]
+pub struct BlockAnswers<'a> {
+    pub hash: B256,
+    pub transactions: Option<&'a [RpcTransaction]>,
+    /// Transfer logs of successful transactions; a failed one emits none.
+    pub logs: &'a [RpcLog],
+    /// Success by transaction hash, for every transaction that pays ETH to
+    /// a watched address.
+    pub succeeded: &'a HashMap<B256, bool>,
+    /// `callTracer` traces in block order, where the node serves them.
+    pub traces: Option<&'a [TxTrace]>,
+}
+
+/// An answer that does not hold together: nothing from it is used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ScanError {
+    #[error("log {index} of transaction {tx} belongs to block {theirs}, not to block {ours}")]
+    ForeignLog {
+        tx: String,
+        index: String,
+        theirs: B256,
+        ours: B256,
+    },
+    #[error("log {index} of transaction {tx} is marked removed (its block left the chain)")]
+    RemovedLog { tx: String, index: String },
+    #[error("log of contract {contract} has no transaction hash or log index")]
+    IncompleteLog { contract: Address },
+    #[error("transaction {tx} belongs to block {theirs}, not to block {ours}")]
+    ForeignTransaction { tx: B256, theirs: B256, ours: B256 },
+    #[error("no receipt for transaction {tx}, which pays ETH to a watched address")]
+    MissingReceipt { tx: B256 },
+    #[error("the block has {transactions} transactions but its trace has {traces}")]
+    TraceCount { transactions: usize, traces: usize },
+    #[error("the trace of transaction {tx} names transaction {theirs}")]
+    TraceMismatch { tx: B256, theirs: B256 },
+    #[error("the trace of transaction {tx} failed: {why}")]
+    TraceFailed { tx: B256, why: String },
+}
+
+/// Every payment in the block to a watched address: ETH by transaction
+/// value (and by internal call, with traces), tokens by Transfer log.
+pub fn scan(
+    block: &BlockAnswers<'_>,
+    tokens: &Tokens,
+    watch: &WatchRead<'_>,
+) -> Result<Vec<Transfer>, ScanError> {
+    let mut found = Vec::new();
+    if let Some(transactions) = block.transactions {
+        native_transfers(block, transactions, watch, &mut found)?;
+    }
+    for log in block.logs {
+        if let Some(t) = token_transfer(block.hash, log, tokens, watch)? {
+            found.push(t);
+        }
+    }
+    Ok(found)
+}
+
+/// The transactions of the block that pay ETH to a watched address, by
+/// value or (with traces) by internal call: the ones whose receipt decides.
+pub fn paying_transactions(block: &BlockAnswers<'_>, watch: &WatchRead<'_>) -> Vec<B256> {
+    let Some(transactions) = block.transactions else {
+        return Vec::new();
+    };
+    transactions
+        .iter()
+        .enumerate()
+        .filter(|(i, tx)| {
+            pays_watched(tx, watch)
+                || block
+                    .traces
+                    .and_then(|t| t.get(*i))
+                    .and_then(|t| internal_payments(tx.hash, t, watch).ok())
+                    .is_some_and(|p| !p.is_empty())
+        })
+        .map(|(_, tx)| tx.hash)
+        .collect()
+}
+
+fn pays_watched(tx: &RpcTransaction, watch: &WatchRead<'_>) -> bool {
+    tx.to
+        .is_some_and(|to| !tx.value.is_zero() && watch.contains_key(to.as_slice()))
+}
+
+fn native_transfers(
+    block: &BlockAnswers<'_>,
+    transactions: &[RpcTransaction],
+    watch: &WatchRead<'_>,
+    found: &mut Vec<Transfer>,
+) -> Result<(), ScanError> {
+    if let Some(traces) = block.traces {
+        if traces.len() != transactions.len() {
+            return Err(ScanError::TraceCount {
+                transactions: transactions.len(),
+                traces: traces.len(),
+            });
+        }
+    }
+    for (i, tx) in transactions.iter().enumerate() {
+        if let Some(theirs) = tx.block_hash.filter(|h| *h != block.hash) {
+            return Err(ScanError::ForeignTransaction {
+                tx: tx.hash,
+                theirs,
+                ours: block.hash,
+            });
+        }
+        let pays_watched = pays_watched(tx, watch);
+        let trace = block.traces.map(|t| &t[i]);
+        let internal = match trace {
+            Some(trace) => internal_payments(tx.hash, trace, watch)?,
+            None => Vec::new(),
+        };
+        if !pays_watched && internal.is_empty() {
+            continue;
+        }
+        let success = *block
+            .succeeded
+            .get(&tx.hash)
+            .ok_or(ScanError::MissingReceipt { tx: tx.hash })?;
+        let txid = tx_id(&tx.hash);
+        if let (true, Some(to)) = (pays_watched, tx.to) {
+            found.push(Transfer {
+                network: Network::Ethereum,
+                asset: AssetId::Known(Asset::Eth),
+                txid: txid.clone(),
+                index: NATIVE_INDEX,
+                to: storage_form(&to),
+                from: Some(storage_form(&tx.from)),
+                amount: amount(&tx.value, &txid),
+                success,
+            });
+        }
+        for p in internal {
+            found.push(Transfer {
+                network: Network::Ethereum,
+                asset: AssetId::Known(Asset::Eth),
+                txid: txid.clone(),
+                index: NATIVE_INDEX + p.ordinal,
+                to: storage_form(&p.to),
+                from: Some(storage_form(&p.from)),
+                amount: amount(&p.value, &txid),
+                success: success && p.succeeded,
+            });
+        }
+    }
+    Ok(())
+}
+
+struct InternalPayment {
+    ordinal: u32,
+    from: Address,
+    to: Address,
+    value: U256,
+    succeeded: bool,
+}
+
+/// ETH moved by contracts inside a transaction. The root frame is the
+/// transaction itself (counted from its value); a frame that reverted, or
+/// sits under one that did, moved nothing.
+fn internal_payments(
+    tx: B256,
+    trace: &TxTrace,
+    watch: &WatchRead<'_>,
+) -> Result<Vec<InternalPayment>, ScanError> {
+    if let Some(theirs) = trace.tx_hash.filter(|h| *h != tx) {
+        return Err(ScanError::TraceMismatch { tx, theirs });
+    }
+    let Some(root) = &trace.result else {
+        return Err(ScanError::TraceFailed {
+            tx,
+            why: trace.error.clone().unwrap_or_else(|| "no result".into()),
+        });
+    };
+    let mut out = Vec::new();
+    let mut ordinal = 0;
+    walk(&root.calls, root.error.is_none(), &mut ordinal, watch, &mut out);
+    Ok(out)
+}
+
+fn walk(
+    frames: &[CallFrame],
+    parent_ok: bool,
+    ordinal: &mut u32,
+    watch: &WatchRead<'_>,
+    out: &mut Vec<InternalPayment>,
+) {
+    for frame in frames {
+        *ordinal += 1;
+        let ok = parent_ok && frame.error.is_none();
+        // DELEGATECALL and STATICCALL carry the caller's value for show; only
+        // a CALL (or a self-destruct's payout) moves ETH to its target.
+        let moves_value = matches!(frame.kind.as_str(), "CALL" | "SELFDESTRUCT");
+        if let (true, Some(to), Some(value)) = (moves_value, frame.to, frame.value) {
+            if !value.is_zero() && watch.contains_key(to.as_slice()) {
+                out.push(InternalPayment {
+                    ordinal: *ordinal,
+                    from: frame.from,
+                    to,
+                    value,
+                    succeeded: ok,
+                });
+            }
+        }
+        walk(&frame.calls, ok, ordinal, watch, out);
+    }
+}
+
+fn token_transfer(
+    block: B256,
+    log: &RpcLog,
+    tokens: &Tokens,
+    watch: &WatchRead<'_>,
+) -> Result<Option<Transfer>, ScanError> {
+    // ERC-721 Transfer has the same topic0 but four topics: not money here.
+    if log.topics.len() != 3 || log.topics[0] != TRANSFER_TOPIC || log.data.len() != 32 {
+        return Ok(None);
+    }
+    let Some(to) = topic_address(&log.topics[2]) else {
+        return Ok(None);
+    };
+    if !watch.contains_key(to.as_slice()) {
+        return Ok(None);
+    }
+    let (Some(tx), Some(index)) = (log.transaction_hash, log.log_index) else {
+        return Err(ScanError::IncompleteLog {
+            contract: log.address,
+        });
+    };
+    let index_text = index.to_string();
+    if let Some(theirs) = log.block_hash.filter(|h| *h != block) {
+        return Err(ScanError::ForeignLog {
+            tx: tx_id(&tx),
+            index: index_text,
+            theirs,
+            ours: block,
+        });
+    }
+    if log.removed {
+        return Err(ScanError::RemovedLog {
+            tx: tx_id(&tx),
+            index: index_text,
+        });
+    }
+    let value = U256::from_be_slice(&log.data);
+    // Zero-value Transfer logs are address-poisoning spam, not payments.
+    if value.is_zero() {
+        return Ok(None);
+    }
+    let index = u32::try_from(index.to::<u64>())
+        .ok()
+        .filter(|i| *i < NATIVE_INDEX)
+        .ok_or(ScanError::IncompleteLog {
+            contract: log.address,
+        })?;
+    let txid = tx_id(&tx);
+    Ok(Some(Transfer {
+        network: Network::Ethereum,
+        asset: tokens.asset_of(&log.address),
+        amount: amount(&value, &txid),
+        txid,
+        index,
+        to: storage_form(&to),
+        from: topic_address(&log.topics[1]).map(|a| storage_form(&a)),
+        success: true,
+    }))
+}
+
+/// An indexed address topic: 12 zero bytes, then the address.
+fn topic_address(topic: &B256) -> Option<Address> {
+    let (pad, body) = topic.as_slice().split_at(12);
+    pad.iter().all(|b| *b == 0).then(|| Address::from_slice(body))
+}
+
+pub(crate) fn tx_id(hash: &B256) -> String {
+    format!("{hash:#x}")
+}
+
+/// No real ETH or stablecoin amount reaches 2^128; a spam token can claim
+/// anything. Such a transfer is still recorded (flagged wrong_asset, never
+/// credited), at the largest amount paywatch stores.
+fn amount(value: &U256, txid: &str) -> Amount {
+    match u128::try_from(*value) {
+        Ok(v) => Amount(v),
+        Err(_) => {
+            warn!(%txid, %value, "transfer amount above 2^128 stored as 2^128-1");
+            Amount(u128::MAX)
+        }
+    }
+}

@@ -1,0 +1,574 @@
+//! An Ethereum node as a [`BlockSource`]: blocks with their transactions,
+//! Transfer logs by block hash, receipts and call traces where they decide
+//! a payment, read ahead in batches while the watcher writes.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use alloy_primitives::{B256, U64};
+use async_trait::async_trait;
+use paywatch_core::{BlockRef, BlockSource, Network, SourceBlock, SourceError, WatchSet};
+use serde_json::json;
+use tokio::sync::{Mutex, Notify};
+use tokio::task::JoinHandle;
+use tracing::{debug, warn};
+
+use crate::heads::HeadTrigger;
+use crate::rpc::{CallError, Rpc};
+use crate::scan::{paying_transactions, scan, BlockAnswers, Tokens, TRANSFER_TOPIC};
+use crate::types::{RpcBlock, RpcHeader, RpcLog, RpcReceipt, TxTrace};
+
+/// When a block counts as final.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finality {
+    /// The node's `finalized` block tag: two epochs behind, after Casper finality.
+    FinalizedTag,
+    /// This many blocks including the block itself, for nodes without the tag.
+    Confirmations(u32),
+}
+
+#[derive(Debug, Clone)]
+pub struct EvmConfig {
+    /// http(s):// JSON-RPC endpoint; everything is fetched here.
+    pub url: String,
+    /// ws(s):// endpoint whose `newHeads` wakes the watcher; polling without it.
+    pub ws_url: Option<String>,
+    /// The chain the addresses are for (1 mainnet, 31337 anvil); the node must agree.
+    pub chain_id: Option<u64>,
+    pub finality: Finality,
+    pub tokens: Tokens,
+    /// Ask `debug_traceBlockByHash` (callTracer) for ETH sent by contracts.
+    pub traces: bool,
+    /// Most blocks per batched request; fewer after a node refuses the size.
+    pub blocks_per_request: usize,
+    /// Batches fetched ahead while the watcher writes.
+    pub batches_in_flight: usize,
+    pub request_timeout: Duration,
+}
+
+impl Default for EvmConfig {
+    fn default() -> Self {
+        EvmConfig {
+            url: String::new(),
+            ws_url: None,
+            chain_id: None,
+            finality: Finality::FinalizedTag,
+            tokens: Tokens::default(),
+            traces: false,
+            blocks_per_request: 50,
+            batches_in_flight: 2,
+            request_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What the node said about one block, kept until the watcher asks for it.
+#[derive(Debug)]
+struct Fetched {
+    block: RpcBlock,
+    logs: Vec<RpcLog>,
+    traces: Option<Vec<TxTrace>>,
+    succeeded: HashMap<B256, bool>,
+}
+
+type Pending = (u64, JoinHandle<Result<Vec<Fetched>, SourceError>>);
+
+#[derive(Debug, Default)]
+struct ReadAhead {
+    ready: VecDeque<Fetched>,
+    pending: VecDeque<Pending>,
+    /// One past the last height asked for, ready or pending.
+    requested_to: u64,
+    /// The best block when the batches were asked for: read-ahead from
+    /// another branch is dropped, not handed out and then disconnected.
+    tip: Option<B256>,
+    last_served: Option<u64>,
+}
+
+impl ReadAhead {
+    fn clear(&mut self) {
+        self.ready.clear();
+        self.last_served = None;
+        for (_, h) in self.pending.drain(..) {
+            h.abort();
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct EvmSource {
+    shared: Arc<Shared>,
+    ahead: Mutex<ReadAhead>,
+    chain_checked: AtomicBool,
+    heads: Option<HeadTrigger>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    rpc: Rpc,
+    cfg: EvmConfig,
+    watch: Arc<WatchSet>,
+    /// The node's height as last seen; read-ahead never passes it.
+    known_tip: AtomicU64,
+    /// Blocks per batch now: halved when the node refuses, grown back after.
+    batch_size: AtomicUsize,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EvmSetupError {
+    #[error("url: {0}")]
+    Url(String),
+    #[error("ws_url: {0}")]
+    WsUrl(String),
+}
+
+impl EvmSource {
+    pub fn new(cfg: EvmConfig, watch: Arc<WatchSet>) -> Result<EvmSource, EvmSetupError> {
+        let rpc = Rpc::http(&cfg.url, cfg.request_timeout).map_err(EvmSetupError::Url)?;
+        let heads = match &cfg.ws_url {
+            Some(url) => Some(HeadTrigger::new(url).map_err(EvmSetupError::WsUrl)?),
+            None => None,
+        };
+        Ok(EvmSource {
+            shared: Arc::new(Shared {
+                batch_size: AtomicUsize::new(cfg.blocks_per_request.max(1)),
+                rpc,
+                cfg,
+                watch,
+                known_tip: AtomicU64::new(0),
+            }),
+            ahead: Mutex::new(ReadAhead::default()),
+            chain_checked: AtomicBool::new(false),
+            heads,
+        })
+    }
+
+    /// A node on another chain would mark nothing paid, or worse.
+    async fn check_chain(&self) -> Result<(), SourceError> {
+        let Some(ours) = self.shared.cfg.chain_id else {
+            return Ok(());
+        };
+        if self.chain_checked.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let theirs: U64 = self
+            .shared
+            .rpc
+            .call("eth_chainId", ())
+            .await
+            .map_err(|e| self.shared.transient("eth_chainId", e))?;
+        if theirs.to::<u64>() != ours {
+            return Err(SourceError::Fatal(format!(
+                "node at {} serves chain id {theirs}, but paywatch is configured for chain id {ours}",
+                self.shared.rpc.host()
+            )));
+        }
+        self.chain_checked.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    async fn header(&self, tag: serde_json::Value) -> Result<Option<RpcHeader>, SourceError> {
+        self.shared
+            .rpc
+            .call("eth_getBlockByNumber", (tag, false))
+            .await
+            .map_err(|e| self.shared.transient("eth_getBlockByNumber", e))
+    }
+
+    /// The block at `height` as fetched, from read-ahead when it is there.
+    async fn fetched(&self, height: u64) -> Result<Option<Fetched>, SourceError> {
+        let mut ahead = self.ahead.lock().await;
+        // A reorg walk asks downwards: one block each, nothing read ahead.
+        if ahead.last_served.is_some_and(|last| height <= last) {
+            ahead.clear();
+            return Ok(fetch_range(self.shared.clone(), height, 1)
+                .await?
+                .into_iter()
+                .next());
+        }
+        if ahead.ready.front().is_none_or(|f| f.block.number.to::<u64>() != height) {
+            ahead.ready.clear();
+            match ahead.pending.pop_front() {
+                Some((from, handle)) if from == height => {
+                    let fetched = handle
+                        .await
+                        .map_err(|e| SourceError::Transient(format!("read-ahead task: {e}")))?;
+                    match fetched {
+                        Ok(f) => ahead.ready.extend(f),
+                        Err(e) => {
+                            ahead.clear();
+                            return Err(e);
+                        }
+                    }
+                }
+                other => {
+                    if let Some((_, h)) = other {
+                        h.abort();
+                    }
+                    ahead.clear();
+                    let count = self.shared.batch_len(height);
+                    ahead.requested_to = height + count as u64;
+                    let fetched = fetch_range(self.shared.clone(), height, count).await?;
+                    ahead.ready.extend(fetched);
+                }
+            }
+        }
+        let Some(f) = ahead.ready.pop_front() else {
+            ahead.clear();
+            return Ok(None);
+        };
+        ahead.last_served = Some(height);
+        // A short answer means the chain ended there: what was asked beyond
+        // it would not line up.
+        if ahead.ready.is_empty() && ahead.pending.is_empty() {
+            ahead.requested_to = height + 1;
+        }
+        while ahead.pending.len() < self.shared.cfg.batches_in_flight.max(1) {
+            let next = ahead.requested_to.max(height + 1);
+            let count = self.shared.batch_len(next);
+            if count == 0 {
+                break;
+            }
+            ahead.requested_to = next + count as u64;
+            let handle = tokio::spawn(fetch_range(self.shared.clone(), next, count));
+            ahead.pending.push_back((next, handle));
+        }
+        Ok(Some(f))
+    }
+
+    /// Receipts fetched for payments the read-ahead could not know of: an
+    /// address issued since, or ETH found only in the traces.
+    async fn complete(&self, f: &mut Fetched) -> Result<(), SourceError> {
+        let missing: Vec<B256> = {
+            let watch = self.shared.watch.read();
+            let answers = answers(f);
+            paying_transactions(&answers, &watch)
+                .into_iter()
+                .filter(|tx| !f.succeeded.contains_key(tx))
+                .collect()
+        };
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let receipts = self
+            .shared
+            .rpc
+            .batch::<_, Option<RpcReceipt>>(
+                "eth_getTransactionReceipt",
+                &missing.iter().map(|h| (*h,)).collect::<Vec<_>>(),
+            )
+            .await
+            .map_err(|e| self.shared.transient("eth_getTransactionReceipt", e))?;
+        for (tx, answer) in missing.iter().zip(receipts) {
+            let receipt = answer.map_err(|e| self.shared.transient("eth_getTransactionReceipt", e))?;
+            record_receipt(&mut f.succeeded, f.block.hash, *tx, receipt)?;
+        }
+        Ok(())
+    }
+
+    fn translate(&self, f: &Fetched) -> Result<SourceBlock, SourceError> {
+        let watch = self.shared.watch.read();
+        let transfers = scan(&answers(f), &self.shared.cfg.tokens, &watch).map_err(|e| {
+            SourceError::Transient(format!(
+                "block {} at height {}: {e}",
+                f.block.hash, f.block.number
+            ))
+        })?;
+        Ok(SourceBlock {
+            block: block_ref(f.block.number, f.block.hash, f.block.parent_hash),
+            timestamp: i64::try_from(f.block.timestamp.to::<u64>()).unwrap_or(i64::MAX),
+            transfers,
+        })
+    }
+}
+
+fn answers(f: &Fetched) -> BlockAnswers<'_> {
+    BlockAnswers {
+        hash: f.block.hash,
+        transactions: Some(&f.block.transactions),
+        logs: &f.logs,
+        succeeded: &f.succeeded,
+        traces: f.traces.as_deref(),
+    }
+}
+
+fn block_ref(number: U64, hash: B256, parent: B256) -> BlockRef {
+    BlockRef {
+        height: number.to::<u64>(),
+        hash: format!("{hash:#x}"),
+        parent: format!("{parent:#x}"),
+    }
+}
+
+/// A receipt only decides for the block it was fetched with: one from
+/// another block means the chain moved in between.
+fn record_receipt(
+    succeeded: &mut HashMap<B256, bool>,
+    block: B256,
+    tx: B256,
+    receipt: Option<RpcReceipt>,
+) -> Result<(), SourceError> {
+    let Some(receipt) = receipt else {
+        return Err(SourceError::Transient(format!(
+            "no receipt for transaction {tx:#x} of block {block:#x}; the chain may have moved"
+        )));
+    };
+    if receipt.transaction_hash != tx || receipt.block_hash.is_some_and(|h| h != block) {
+        return Err(SourceError::Transient(format!(
+            "the receipt for transaction {tx:#x} is from block {}, not {block:#x}; the chain moved",
+            receipt.block_hash.map(|h| format!("{h:#x}")).unwrap_or_default()
+        )));
+    }
+    succeeded.insert(tx, receipt.succeeded());
+    Ok(())
+}
+
+impl Shared {
+    fn transient(&self, method: &str, e: CallError) -> SourceError {
+        SourceError::Transient(format!("{method} at {}: {e}", self.rpc.host()))
+    }
+
+    fn batch_len(&self, from: u64) -> usize {
+        let tip = self.known_tip.load(Ordering::Relaxed);
+        let left =
+            usize::try_from(tip.saturating_add(1).saturating_sub(from)).unwrap_or(usize::MAX);
+        left.min(self.batch_size.load(Ordering::Relaxed).max(1))
+    }
+
+    fn refused(&self, count: usize) -> usize {
+        let smaller = (count / 2).max(1);
+        self.batch_size.store(smaller, Ordering::Relaxed);
+        smaller
+    }
+
+    fn accepted(&self, count: usize) {
+        let max = self.cfg.blocks_per_request.max(1);
+        let now = self.batch_size.load(Ordering::Relaxed);
+        if count >= now && now < max {
+            self.batch_size
+                .store((now + now.div_ceil(4)).min(max), Ordering::Relaxed);
+        }
+    }
+}
+
+/// Heights `from..from+count`, as far as the node has them, with what each
+/// block paid. Halves the batch while the node refuses its size.
+async fn fetch_range(
+    shared: Arc<Shared>,
+    from: u64,
+    count: usize,
+) -> Result<Vec<Fetched>, SourceError> {
+    let mut count = count.max(1);
+    loop {
+        match fetch_batch(&shared, from, count).await {
+            Ok(fetched) => {
+                shared.accepted(count);
+                return Ok(fetched);
+            }
+            Err(Refusal::TooLarge(why)) if count > 1 => {
+                count = shared.refused(count);
+                debug!(%why, blocks = count, "node refused the batch size; asking for fewer blocks");
+            }
+            Err(Refusal::TooLarge(why)) => {
+                return Err(SourceError::Transient(format!(
+                    "node at {} refuses even one block's answers ({why}); raise its limits",
+                    shared.rpc.host()
+                )))
+            }
+            Err(Refusal::Other(e)) => return Err(e),
+        }
+    }
+}
+
+enum Refusal {
+    TooLarge(String),
+    Other(SourceError),
+}
+
+impl Shared {
+    fn refusal(&self, method: &str, e: CallError) -> Refusal {
+        match e {
+            CallError::TooLarge(why) => Refusal::TooLarge(why),
+            other => Refusal::Other(self.transient(method, other)),
+        }
+    }
+}
+
+async fn fetch_batch(shared: &Shared, from: u64, count: usize) -> Result<Vec<Fetched>, Refusal> {
+    let heights: Vec<(U64, bool)> = (0..count as u64).map(|i| (U64::from(from + i), true)).collect();
+    let answers = shared
+        .rpc
+        .batch::<_, Option<RpcBlock>>("eth_getBlockByNumber", &heights)
+        .await
+        .map_err(|e| shared.refusal("eth_getBlockByNumber", e))?;
+    let mut blocks = Vec::with_capacity(count);
+    for (i, answer) in answers.into_iter().enumerate() {
+        let wanted = from + i as u64;
+        match answer.map_err(|e| shared.refusal("eth_getBlockByNumber", e))? {
+            Some(b) if b.number.to::<u64>() == wanted => blocks.push(b),
+            Some(b) => {
+                return Err(Refusal::Other(SourceError::Transient(format!(
+                    "eth_getBlockByNumber: asked for block {wanted}, the node answered with block {}",
+                    b.number
+                ))))
+            }
+            None => break,
+        }
+    }
+    if blocks.is_empty() {
+        return Ok(Vec::new());
+    }
+
+    let mut batch = shared.rpc.new_batch();
+    let add = |e| shared.refusal("batch", e);
+    let mut logs = Vec::with_capacity(blocks.len());
+    let mut traces = Vec::new();
+    let mut receipts = Vec::new();
+    {
+        let watch = shared.watch.read();
+        for b in &blocks {
+            if b.transactions.is_empty() {
+                logs.push(None);
+                traces.push(None);
+                continue;
+            }
+            let filter = json!([{ "blockHash": b.hash, "topics": [TRANSFER_TOPIC] }]);
+            logs.push(Some(batch.add::<_, Vec<RpcLog>>("eth_getLogs", &filter).map_err(add)?));
+            traces.push(if shared.cfg.traces {
+                let params = (b.hash, json!({ "tracer": "callTracer" }));
+                Some(
+                    batch
+                        .add::<_, Vec<TxTrace>>("debug_traceBlockByHash", &params)
+                        .map_err(add)?,
+                )
+            } else {
+                None
+            });
+            let answers = BlockAnswers {
+                hash: b.hash,
+                transactions: Some(&b.transactions),
+                logs: &[],
+                succeeded: &HashMap::new(),
+                traces: None,
+            };
+            for tx in paying_transactions(&answers, &watch) {
+                let w = batch
+                    .add::<_, Option<RpcReceipt>>("eth_getTransactionReceipt", &(tx,))
+                    .map_err(add)?;
+                receipts.push((b.hash, tx, w));
+            }
+        }
+    }
+    batch.send().await.map_err(|e| shared.refusal("batch", e))?;
+
+    let mut succeeded: HashMap<B256, HashMap<B256, bool>> = HashMap::new();
+    for (block, tx, w) in receipts {
+        let receipt = w.await.map_err(|e| shared.refusal("eth_getTransactionReceipt", crate::rpc::classify_error(e)))?;
+        record_receipt(succeeded.entry(block).or_default(), block, tx, receipt)
+            .map_err(Refusal::Other)?;
+    }
+    let mut out = Vec::with_capacity(blocks.len());
+    for ((block, logs), traces) in blocks.into_iter().zip(logs).zip(traces) {
+        let logs = match logs {
+            Some(w) => w
+                .await
+                .map_err(|e| shared.refusal("eth_getLogs", crate::rpc::classify_error(e)))?,
+            None => Vec::new(),
+        };
+        let traces = match traces {
+            Some(w) => Some(w.await.map_err(|e| {
+                shared.refusal("debug_traceBlockByHash", crate::rpc::classify_error(e))
+            })?),
+            None if shared.cfg.traces => Some(Vec::new()),
+            None => None,
+        };
+        out.push(Fetched {
+            succeeded: succeeded.remove(&block.hash).unwrap_or_default(),
+            block,
+            logs,
+            traces,
+        });
+    }
+    Ok(out)
+}
+
+#[async_trait]
+impl BlockSource for EvmSource {
+    fn network(&self) -> Network {
+        Network::Ethereum
+    }
+
+    async fn tip(&self) -> Result<BlockRef, SourceError> {
+        self.check_chain().await?;
+        if let Some(heads) = &self.heads {
+            heads.ensure_running();
+        }
+        let tip = self.header(json!("latest")).await?.ok_or_else(|| {
+            SourceError::Transient(format!(
+                "node at {} has no latest block",
+                self.shared.rpc.host()
+            ))
+        })?;
+        self.shared
+            .known_tip
+            .store(tip.number.to::<u64>(), Ordering::Relaxed);
+        let mut ahead = self.ahead.lock().await;
+        if let Some(seen) = ahead.tip.replace(tip.hash) {
+            if seen != tip.hash && seen != tip.parent_hash {
+                // Not a plain extension: what was read ahead may be another branch.
+                ahead.clear();
+            }
+        }
+        Ok(block_ref(tip.number, tip.hash, tip.parent_hash))
+    }
+
+    async fn final_height(&self) -> Result<u64, SourceError> {
+        match self.shared.cfg.finality {
+            Finality::FinalizedTag => match self.header(json!("finalized")).await? {
+                Some(h) => Ok(h.number.to::<u64>()),
+                None => Ok(0),
+            },
+            Finality::Confirmations(n) => {
+                let tip = self.header(json!("latest")).await?.ok_or_else(|| {
+                    SourceError::Transient("the node has no latest block".into())
+                })?;
+                Ok(tip
+                    .number
+                    .to::<u64>()
+                    .saturating_add(1)
+                    .saturating_sub(u64::from(n.max(1))))
+            }
+        }
+    }
+
+    async fn block(&self, height: u64) -> Result<Option<SourceBlock>, SourceError> {
+        let Some(mut f) = self.fetched(height).await? else {
+            return Ok(None);
+        };
+        let done = match self.complete(&mut f).await {
+            Ok(()) => self.translate(&f),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = &done {
+            warn!(error = %e, height, "unusable answer; nothing from it is recorded");
+            // Nothing read ahead after a bad answer is trusted either.
+            self.ahead.lock().await.clear();
+        }
+        done.map(Some)
+    }
+
+    async fn block_ref(&self, height: u64) -> Result<Option<BlockRef>, SourceError> {
+        Ok(self
+            .header(json!(U64::from(height)))
+            .await?
+            .filter(|h| h.number.to::<u64>() == height)
+            .map(|h| block_ref(h.number, h.hash, h.parent_hash)))
+    }
+
+    fn head_signal(&self) -> Option<Arc<Notify>> {
+        self.heads.as_ref().map(HeadTrigger::signal)
+    }
+}
