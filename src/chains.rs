@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use paywatch_core::{BlockSource, Network, WatchSet};
+use paywatch_core::{Asset, BlockSource, Method, Network, WatchSet};
+use paywatch_evm as evm;
 use paywatch_utxo as utxo;
 
 use crate::intents::AddressDeriver;
@@ -34,6 +35,9 @@ pub fn watch_set(network: Network, ns: Option<&NetworkSettings>) -> WatchSet {
     let mut set = WatchSet::new(network);
     if utxo::Params::serves(network) {
         set = set.keyed(utxo::watch_key(network));
+    }
+    if network == Network::Ethereum {
+        set = set.keyed(evm::watch_key());
     }
     if ns.is_some_and(|n| n.source == "electrum") {
         set = set.listing();
@@ -97,6 +101,14 @@ pub fn source(
                 .map_err(|err| invalid("electrum", err.to_string()))?;
             Ok(Some(Arc::new(source)))
         }
+        ("node", false) if network == Network::Ethereum => {
+            Ok(Some(Arc::new(evm_source(ns, watch)?)))
+        }
+        (kind, false) if network == Network::Ethereum => Err(ChainSetupError::UnknownSource {
+            network,
+            kind: kind.to_owned(),
+            available: "devchain, node",
+        }),
         (kind, true) => Err(ChainSetupError::UnknownSource {
             network,
             kind: kind.to_owned(),
@@ -108,6 +120,61 @@ pub fn source(
             available: "devchain",
         }),
     }
+}
+
+/// An Ethereum node as `[networks.ethereum]` describes it.
+fn evm_source(ns: &NetworkSettings, watch: Arc<WatchSet>) -> Result<evm::EvmSource, ChainSetupError> {
+    let network = Network::Ethereum;
+    let invalid = |key, why: String| ChainSetupError::Invalid { network, key, why };
+    if ns.rpc.url.is_empty() {
+        return Err(invalid("rpc.url", "required for source = \"node\"".into()));
+    }
+    let finality = match ns.finality.as_str() {
+        "finalized" => evm::Finality::FinalizedTag,
+        "confirmations" => evm::Finality::Confirmations(
+            u32::try_from(ns.confirmations).map_err(|_| invalid("confirmations", "too large".into()))?,
+        ),
+        other => {
+            return Err(invalid(
+                "finality",
+                format!("'{other}' is neither \"finalized\" nor \"confirmations\""),
+            ))
+        }
+    };
+    let cfg = evm::EvmConfig {
+        url: ns.rpc.url.clone(),
+        ws_url: ns.rpc.ws_url.clone().filter(|u| !u.is_empty()),
+        chain_id: ns.chain_id,
+        finality,
+        tokens: evm_tokens(ns)?,
+        traces: ns.traces,
+        blocks_per_request: ns.rpc.blocks_per_request.max(1),
+        batches_in_flight: ns.rpc.batches_in_flight.max(1),
+        request_timeout: std::time::Duration::from_secs(ns.rpc.timeout_secs.max(1)),
+    };
+    evm::EvmSource::new(cfg, watch).map_err(|e| match e {
+        evm::EvmSetupError::Url(why) => invalid("rpc.url", why),
+        evm::EvmSetupError::WsUrl(why) => invalid("rpc.ws_url", why),
+        other => invalid("rpc", other.to_string()),
+    })
+}
+
+/// USDT and USDC contracts: configured, else mainnet's. A contract that
+/// does not parse is a setup error, never a token silently not watched.
+pub(crate) fn evm_tokens(ns: &NetworkSettings) -> Result<evm::Tokens, ChainSetupError> {
+    let mut tokens = Vec::new();
+    for asset in [Asset::Usdt, Asset::Usdc] {
+        let method = Method::new(asset, Network::Ethereum).expect("an Ethereum method");
+        if let Some(contract) = ns.contract(method) {
+            let address = evm::parse_address(&contract).map_err(|e| ChainSetupError::Invalid {
+                network: Network::Ethereum,
+                key: "contracts",
+                why: format!("{asset}: {e}"),
+            })?;
+            tokens.push((asset, address));
+        }
+    }
+    Ok(evm::Tokens::new(tokens))
 }
 
 /// The RPC client `[networks.X.rpc]` describes: its URL, and either a user
@@ -145,6 +212,14 @@ pub fn deriver(
     let Some(key) = &ns.account_key else {
         return Ok(None);
     };
+    if network == Network::Ethereum {
+        let account = evm::AccountKey::parse(&key.0).map_err(|e| ChainSetupError::Invalid {
+            network,
+            key: "account_key",
+            why: e.to_string(),
+        })?;
+        return Ok(Some(Arc::new(Bip44Ethereum(account))));
+    }
     if !utxo::Params::serves(network) {
         return Err(ChainSetupError::Invalid {
             network,
@@ -173,5 +248,23 @@ impl AddressDeriver for Bip84 {
 
     fn derive(&self, index: u32) -> Result<String, String> {
         self.0.receive_address(index).map_err(|e| e.to_string())
+    }
+}
+
+#[derive(Debug)]
+struct Bip44Ethereum(evm::AccountKey);
+
+impl AddressDeriver for Bip44Ethereum {
+    fn network(&self) -> Network {
+        Network::Ethereum
+    }
+
+    /// The stored spelling is lowercase (addresses compare as text); the
+    /// EIP-55 spelling is for showing to customers.
+    fn derive(&self, index: u32) -> Result<String, String> {
+        self.0
+            .receive_address(index)
+            .map(|a| evm::storage_form(&a))
+            .map_err(|e| e.to_string())
     }
 }

@@ -8,7 +8,7 @@ use paywatch::intents::{parse_pool, NewIntent};
 use paywatch::settings::Settings;
 use paywatch::store::IntentRecord;
 use paywatch::IntentKind;
-use paywatch_core::Network;
+use paywatch_core::{AssetId, Method, Network};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser, Debug)]
@@ -42,14 +42,16 @@ enum Command {
     Transfers(TransferCommand),
     /// Each watcher's tip, cursor, lag and last error.
     Status,
-    /// Print the payments a raw block file (hex or binary, as `getblock … 0`
-    /// gives it) holds for some addresses, through the watcher's own parser:
-    /// txid, output index, address, amount in base units and in coin.
+    /// Print the payments recorded chain data holds for some addresses,
+    /// through the watcher's own parser: txid, output or log index, (asset,)
+    /// address, amount in base units and in coin.
     Extract {
-        /// bitcoin or litecoin.
+        /// bitcoin, litecoin or ethereum.
         #[arg(long)]
         network: String,
-        /// A raw block file; repeat for several.
+        /// A raw block file (bitcoin, litecoin), or a recorded JSON-RPC
+        /// answer (ethereum: eth_getBlockReceipts, eth_getTransactionReceipt,
+        /// eth_getBlockByNumber(n, true)); repeat for several, read together.
         #[arg(long = "file", required = true)]
         files: Vec<String>,
         /// An address to look for (any standard type); repeat for several.
@@ -145,6 +147,9 @@ fn extract(network: &str, files: &[String], watch: &[String]) -> anyhow::Result<
         let bytes = std::fs::read(f).with_context(|| format!("file_unreadable: {f}"))?;
         blocks.push((f.clone(), bytes));
     }
+    if network == Network::Ethereum {
+        return extract_ethereum(&blocks, watch);
+    }
     let found = paywatch_utxo::extract(network, &blocks, watch).context("extract_failed")?;
     let decimals = match network {
         Network::Bitcoin | Network::Litecoin => 8,
@@ -166,6 +171,48 @@ fn extract(network: &str, files: &[String], watch: &[String]) -> anyhow::Result<
     eprintln!(
         "{} payment(s) to {} watched address(es) in {} block file(s)",
         found.len(),
+        watch.len(),
+        files.len()
+    );
+    Ok(())
+}
+
+fn extract_ethereum(files: &[(String, Vec<u8>)], watch: &[String]) -> anyhow::Result<()> {
+    let report = paywatch_evm::extract(files, watch).context("extract_failed")?;
+    for p in &report.payments {
+        let t = &p.transfer;
+        // Log indexes as the node gives them; ETH by value or internal call.
+        let index = match t.index.checked_sub(paywatch_evm::NATIVE_INDEX) {
+            None => format!("log:{}", t.index),
+            Some(0) => "value".to_owned(),
+            Some(n) => format!("call:{n}"),
+        };
+        let (asset, coin) = match &t.asset {
+            AssetId::Known(a) => {
+                let decimals = Method::new(*a, Network::Ethereum).map_or(0, |m| m.decimals());
+                (a.as_str().to_owned(), t.amount.to_decimal_string(decimals))
+            }
+            AssetId::Token { contract } => (format!("token:{contract}"), "?".to_owned()),
+        };
+        println!("{} {index} {asset} {} {} {coin}", t.txid, t.to, t.amount);
+    }
+    for p in &report.failed {
+        eprintln!(
+            "not counted: transaction {} failed ({} {} to {})",
+            p.transfer.txid,
+            p.transfer.amount,
+            p.transfer.asset.code(),
+            p.transfer.to
+        );
+    }
+    for block in &report.without_transactions {
+        eprintln!(
+            "block {block}: receipts only, so ETH values are not visible; add its eth_getBlockByNumber(n, true) answer"
+        );
+    }
+    eprintln!(
+        "{} payment(s) to {} watched address(es) in {} file(s)",
+        report.payments.len(),
         watch.len(),
         files.len()
     );

@@ -95,6 +95,33 @@ pub struct NetworkSettings {
     /// from (BIP84 zpub/xpub for Bitcoin and Litecoin). Without one,
     /// addresses come from imported pools only.
     pub account_key: Option<Secret>,
+    /// Ethereum: `finalized` (the node's finalized block tag) or
+    /// `confirmations` (the `confirmations` setting, for nodes without it).
+    #[serde(default = "finalized")]
+    pub finality: String,
+    /// Ethereum: the chain id the node must serve (1 mainnet, 31337 anvil).
+    pub chain_id: Option<u64>,
+    /// Ethereum: ask `debug_traceBlockByHash` for ETH that contracts send.
+    /// Without it, such payments are not seen (see the README).
+    #[serde(default)]
+    pub traces: bool,
+}
+
+fn finalized() -> String {
+    "finalized".to_owned()
+}
+
+impl NetworkSettings {
+    /// The token contract of a method on this network: config first (dev
+    /// chains deploy their own), then the mainnet default.
+    pub fn contract(&self, method: Method) -> Option<String> {
+        let configured = self
+            .contracts
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(method.asset().as_str()))
+            .map(|(_, v)| v.clone());
+        configured.or_else(|| method.default_contract().map(str::to_owned))
+    }
 }
 
 fn main_chain() -> String {
@@ -118,9 +145,17 @@ impl fmt::Debug for Secret {
 
 #[derive(Clone, Deserialize)]
 pub struct RpcSettings {
-    /// http://host:port of bitcoind or litecoind.
+    /// http://host:port of the node (bitcoind, litecoind, an Ethereum node).
     #[serde(default)]
     pub url: String,
+    /// Ethereum: ws(s):// endpoint whose newHeads wakes the watcher at once.
+    pub ws_url: Option<String>,
+    /// Ethereum: batched requests in flight while catching up.
+    #[serde(default = "batches_in_flight")]
+    pub batches_in_flight: usize,
+    /// A request without an answer in this time is retried.
+    #[serde(default = "timeout_secs")]
+    pub timeout_secs: u64,
     /// Bitcoin Core's `.cookie`; re-read when the node restarts. Used when no user is set.
     pub cookie_file: Option<String>,
     pub user: Option<String>,
@@ -134,6 +169,7 @@ impl fmt::Debug for RpcSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RpcSettings")
             .field("url", &crate::store::redact_url(&self.url))
+            .field("ws_url", &self.ws_url.as_deref().map(crate::store::redact_url))
             .field("cookie_file", &self.cookie_file)
             .field("user", &self.user)
             .field("password", &self.password)
@@ -146,10 +182,21 @@ fn blocks_per_request() -> usize {
     100
 }
 
+fn batches_in_flight() -> usize {
+    2
+}
+
+fn timeout_secs() -> u64 {
+    30
+}
+
 impl Default for RpcSettings {
     fn default() -> Self {
         RpcSettings {
             url: String::new(),
+            ws_url: None,
+            batches_in_flight: batches_in_flight(),
+            timeout_secs: timeout_secs(),
             cookie_file: None,
             user: None,
             password: None,
@@ -277,13 +324,10 @@ impl Settings {
     /// The token contract of a method on its network: config first (dev
     /// chains deploy their own), then the mainnet default.
     pub fn contract(&self, method: Method) -> Option<String> {
-        let configured = self.network(method.network()).and_then(|n| {
-            n.contracts
-                .iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case(method.asset().as_str()))
-                .map(|(_, v)| v.clone())
-        });
-        configured.or_else(|| method.default_contract().map(str::to_owned))
+        match self.network(method.network()) {
+            Some(n) => n.contract(method),
+            None => method.default_contract().map(str::to_owned),
+        }
     }
 
     pub fn intent_policy(&self) -> Result<IntentPolicy, SettingsError> {

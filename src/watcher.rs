@@ -61,6 +61,7 @@ pub async fn run<S: BlockSource>(
     async move {
         let mut watcher = Watcher { cfg, deps, refreshed_at: None, backoff: Duration::ZERO, cursor_stale: false };
         let mut stream: Option<CanonicalStream<S>> = None;
+        let new_head = source.head_signal();
         let mut source = Some(source);
         loop {
             if *shutdown.borrow() {
@@ -87,9 +88,17 @@ pub async fn run<S: BlockSource>(
                 }
             };
             if !wait.is_zero() {
+                let announced = async {
+                    match &new_head {
+                        Some(n) => n.notified().await,
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => {}
                     _ = shutdown.changed() => {}
+                    // A new block cuts an idle wait short, never a backoff.
+                    _ = announced, if watcher.backoff.is_zero() => {}
                 }
             }
         }

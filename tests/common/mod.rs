@@ -38,6 +38,8 @@ macro_rules! on_both_databases {
     };
 }
 
+pub mod daemon;
+pub mod eth;
 pub mod ltc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
