@@ -347,7 +347,16 @@ async fn a_reorg_before_finality_takes_the_payment_back_until_it_is_mined_again(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_while_catching_up_2000_blocks_loses_nothing_and_credits_once() {
-    let mut w = eth_world(EthOptions::default()).await;
+    // Tracing an old block needs its state: anvil keeps only 256 by default,
+    // as a pruned node would; an archive node keeps them all.
+    let mut w = eth_world(EthOptions {
+        anvil: AnvilOptions {
+            history_states: Some(5_000),
+            ..AnvilOptions::default()
+        },
+        ..EthOptions::default()
+    })
+    .await;
     let mut intents = Vec::new();
     for i in 0..20 {
         let asset = ["ETH", "USDT", "USDC"][i % 3];
