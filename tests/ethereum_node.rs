@@ -466,6 +466,28 @@ async fn n_confirmations_instead_of_the_finalized_tag() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newheads_subscription_wakes_the_watcher_long_before_its_next_poll() {
+    let w = eth_world(EthOptions {
+        ws: true,
+        poll_interval_ms: 600_000,
+        ..EthOptions::default()
+    })
+    .await;
+    let i = w.daemon.create_in("USDT", "order", "woken", "100").await;
+    w.pay_usdt(&i.address, STABLE_FOR_100_USD).await;
+    // wait_for gives up after a minute, long before the 10-minute poll.
+    w.daemon
+        .wait_for(i.id, "confirming through the newHeads trigger", |r| {
+            r.status == Status::Confirming
+        })
+        .await;
+    w.finalize().await;
+    w.daemon
+        .wait_for(i.id, "paid, again woken by heads", |r| r.status == Status::Paid)
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exact_payment_on_postgres() {
     let node = AnvilNode::start(AnvilOptions::default())
         .await

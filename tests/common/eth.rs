@@ -43,6 +43,9 @@ pub struct EthOptions {
     pub anvil: AnvilOptions,
     /// `None`: finality by the `finalized` tag.
     pub confirmations: Option<u64>,
+    pub poll_interval_ms: u64,
+    /// Subscribe to newHeads over the node's websocket.
+    pub ws: bool,
 }
 
 impl Default for EthOptions {
@@ -53,6 +56,8 @@ impl Default for EthOptions {
             traces: true,
             anvil: AnvilOptions::default(),
             confirmations: None,
+            poll_interval_ms: 100,
+            ws: false,
         }
     }
 }
@@ -95,7 +100,10 @@ pub fn eth_settings(db_url: &str, node: &AnvilNode, contracts: &Contracts, o: &E
     n.rpc.url = node.url();
     n.chain_id = Some(CHAIN_ID);
     n.traces = o.traces;
-    n.poll_interval_ms = 100;
+    n.poll_interval_ms = o.poll_interval_ms;
+    if o.ws {
+        n.rpc.ws_url = Some(node.ws_url());
+    }
     if let Some(c) = o.confirmations {
         n.finality = "confirmations".into();
         n.confirmations = c;
