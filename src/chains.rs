@@ -123,7 +123,10 @@ pub fn source(
 }
 
 /// An Ethereum node as `[networks.ethereum]` describes it.
-fn evm_source(ns: &NetworkSettings, watch: Arc<WatchSet>) -> Result<evm::EvmSource, ChainSetupError> {
+fn evm_source(
+    ns: &NetworkSettings,
+    watch: Arc<WatchSet>,
+) -> Result<evm::EvmSource, ChainSetupError> {
     let network = Network::Ethereum;
     let invalid = |key, why: String| ChainSetupError::Invalid { network, key, why };
     if ns.rpc.url.is_empty() {
@@ -132,7 +135,8 @@ fn evm_source(ns: &NetworkSettings, watch: Arc<WatchSet>) -> Result<evm::EvmSour
     let finality = match ns.finality.as_str() {
         "finalized" => evm::Finality::FinalizedTag,
         "confirmations" => evm::Finality::Confirmations(
-            u32::try_from(ns.confirmations).map_err(|_| invalid("confirmations", "too large".into()))?,
+            u32::try_from(ns.confirmations)
+                .map_err(|_| invalid("confirmations", "too large".into()))?,
         ),
         other => {
             return Err(invalid(

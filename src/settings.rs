@@ -169,7 +169,10 @@ impl fmt::Debug for RpcSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RpcSettings")
             .field("url", &crate::store::redact_url(&self.url))
-            .field("ws_url", &self.ws_url.as_deref().map(crate::store::redact_url))
+            .field(
+                "ws_url",
+                &self.ws_url.as_deref().map(crate::store::redact_url),
+            )
             .field("cookie_file", &self.cookie_file)
             .field("user", &self.user)
             .field("password", &self.password)

@@ -8,8 +8,8 @@ mod common;
 use std::time::Duration;
 
 use common::eth::{
-    deploy_contracts, eth_settings, eth_world, Daemon, EthOptions, ETH_FOR_100_USD,
-    ETH_PAYER, STABLE_FOR_100_USD, TOKEN_HOLDER,
+    deploy_contracts, eth_settings, eth_world, Daemon, EthOptions, ETH_FOR_100_USD, ETH_PAYER,
+    STABLE_FOR_100_USD, TOKEN_HOLDER,
 };
 use common::{Backend, TestDb};
 use paywatch::reconcile::{Exception, Status};
@@ -26,7 +26,9 @@ async fn exact_eth_usdt_and_usdc_payments_confirm_then_pay_at_finality() {
     assert_eq!(usdt.amount_due, Amount(STABLE_FOR_100_USD));
     for i in [&eth, &usdt, &usdc] {
         assert!(
-            i.address.starts_with("0x") && i.address.len() == 42 && i.address == i.address.to_lowercase(),
+            i.address.starts_with("0x")
+                && i.address.len() == 42
+                && i.address == i.address.to_lowercase(),
             "a derived address, stored lowercase: {}",
             i.address
         );
@@ -50,7 +52,11 @@ async fn exact_eth_usdt_and_usdc_payments_confirm_then_pay_at_finality() {
                 r.status == Status::Confirming && r.amount_pending == r.amount_due
             })
             .await;
-        assert_eq!(seen.amount_final, Amount(0), "not final before the finalized tag");
+        assert_eq!(
+            seen.amount_final,
+            Amount(0),
+            "not final before the finalized tag"
+        );
     }
     assert_eq!(w.daemon.count("SELECT COUNT(*) FROM settlements").await, 0);
 
@@ -85,7 +91,10 @@ async fn under_over_late_and_duplicate_payments_are_flagged() {
         ..EthOptions::default()
     })
     .await;
-    let short = w.daemon.create_in("USDT", "order", "gpu-short", "100").await;
+    let short = w
+        .daemon
+        .create_in("USDT", "order", "gpu-short", "100")
+        .await;
     let topup = w.daemon.create("topup", "topup-1", "100").await;
     let late = w.daemon.create_in("USDC", "order", "gpu-late", "100").await;
 
@@ -107,7 +116,12 @@ async fn under_over_late_and_duplicate_payments_are_flagged() {
             i.status == Status::NeedsReview
         })
         .await;
-    assert_eq!(dup.exception, Some(Exception::Duplicate), "{:?}", dup.reason);
+    assert_eq!(
+        dup.exception,
+        Some(Exception::Duplicate),
+        "{:?}",
+        dup.reason
+    );
     assert_eq!(
         w.daemon.ctx.store.balance_cents("acct-1").await.unwrap(),
         10_000,
@@ -120,7 +134,12 @@ async fn under_over_late_and_duplicate_payments_are_flagged() {
             i.status == Status::NeedsReview
         })
         .await;
-    assert_eq!(under.exception, Some(Exception::Underpaid), "{:?}", under.reason);
+    assert_eq!(
+        under.exception,
+        Some(Exception::Underpaid),
+        "{:?}",
+        under.reason
+    );
     assert_eq!(under.amount_final, Amount(STABLE_FOR_100_USD / 2));
 
     w.daemon
@@ -141,8 +160,14 @@ async fn under_over_late_and_duplicate_payments_are_flagged() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn usdc_to_a_usdt_address_eth_to_a_token_address_and_other_tokens_are_wrong_asset() {
     let w = eth_world(EthOptions::default()).await;
-    let usdt = w.daemon.create_in("USDT", "order", "usdt-gets-usdc", "100").await;
-    let usdc = w.daemon.create_in("USDC", "order", "usdc-gets-eth", "100").await;
+    let usdt = w
+        .daemon
+        .create_in("USDT", "order", "usdt-gets-usdc", "100")
+        .await;
+    let usdc = w
+        .daemon
+        .create_in("USDC", "order", "usdc-gets-eth", "100")
+        .await;
     let eth = w.daemon.order("eth-gets-other", "100").await;
     w.pay_usdc(&usdt.address, STABLE_FOR_100_USD).await;
     w.pay_eth(&usdc.address, ETH_FOR_100_USD).await;
@@ -185,7 +210,13 @@ async fn eth_paid_by_a_contract_is_seen_through_traces_and_a_reverted_one_is_not
         .unwrap();
     // One transaction paying two watched addresses by two internal calls.
     w.node
-        .split(&fwd, ETH_PAYER, &halves.address, &other_half.address, ETH_FOR_100_USD * 2)
+        .split(
+            &fwd,
+            ETH_PAYER,
+            &halves.address,
+            &other_half.address,
+            ETH_FOR_100_USD * 2,
+        )
         .await
         .unwrap();
     let failed = w
@@ -198,7 +229,9 @@ async fn eth_paid_by_a_contract_is_seen_through_traces_and_a_reverted_one_is_not
     for i in [&whole, &halves, &other_half] {
         let paid = w
             .daemon
-            .wait_for(i.id, "paid by an internal call", |r| r.status == Status::Paid)
+            .wait_for(i.id, "paid by an internal call", |r| {
+                r.status == Status::Paid
+            })
             .await;
         assert_eq!(paid.exception, None, "{:?}", paid.reason);
     }
@@ -249,7 +282,10 @@ async fn without_traces_eth_paid_by_a_contract_is_not_seen() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_token_transfer_is_not_a_payment() {
     let w = eth_world(EthOptions::default()).await;
-    let i = w.daemon.create_in("USDT", "order", "failed-usdt", "100").await;
+    let i = w
+        .daemon
+        .create_in("USDT", "order", "failed-usdt", "100")
+        .await;
     let usdt = w.contracts.usdt.clone();
     // The payer holds no USDT: the transfer reverts and emits no log.
     let failed = w
@@ -265,10 +301,15 @@ async fn a_failed_token_transfer_is_not_a_payment() {
         .wait_for(ok.id, "the later payment", |r| r.status == Status::Paid)
         .await;
     let r = w.daemon.intent(i.id).await;
-    assert_eq!((r.status, r.amount_final), (Status::AwaitingPayment, Amount(0)));
+    assert_eq!(
+        (r.status, r.amount_final),
+        (Status::AwaitingPayment, Amount(0))
+    );
     assert_eq!(
         w.daemon
-            .count(&format!("SELECT COUNT(*) FROM transfers WHERE txid = '{failed}'"))
+            .count(&format!(
+                "SELECT COUNT(*) FROM transfers WHERE txid = '{failed}'"
+            ))
             .await,
         0
     );
@@ -293,7 +334,10 @@ async fn a_reorg_before_finality_takes_the_payment_back_until_it_is_mined_again(
 
     // Replace the payment's block and the three after it with empty ones.
     w.node.reorg(4, &[]).await.unwrap();
-    assert!(w.node.try_receipt(&tx).await.unwrap().is_none(), "the payment is gone");
+    assert!(
+        w.node.try_receipt(&tx).await.unwrap().is_none(),
+        "the payment is gone"
+    );
     w.node.mine(1).await.unwrap();
     let back = w
         .daemon
@@ -324,12 +368,16 @@ async fn a_reorg_before_finality_takes_the_payment_back_until_it_is_mined_again(
         ("", first_height)
     );
     w.daemon
-        .wait_for(intent.id, "confirming again", |r| r.status == Status::Confirming)
+        .wait_for(intent.id, "confirming again", |r| {
+            r.status == Status::Confirming
+        })
         .await;
     w.finalize().await;
     let paid = w
         .daemon
-        .wait_for(intent.id, "paid after the reorg", |r| r.status == Status::Paid)
+        .wait_for(intent.id, "paid after the reorg", |r| {
+            r.status == Status::Paid
+        })
         .await;
     assert_eq!(paid.amount_final, Amount(ETH_FOR_100_USD));
     assert_eq!(w.daemon.count("SELECT COUNT(*) FROM settlements").await, 1);
@@ -417,7 +465,10 @@ async fn an_anvil_restart_with_its_state_degrades_the_watcher_which_then_carries
     })
     .await;
     let before = w.daemon.order("before-restart", "100").await;
-    let after = w.daemon.create_in("USDT", "order", "after-restart", "100").await;
+    let after = w
+        .daemon
+        .create_in("USDT", "order", "after-restart", "100")
+        .await;
     w.pay_eth(&before.address, ETH_FOR_100_USD).await;
     w.daemon
         .wait_for(before.id, "confirming", |r| r.status == Status::Confirming)
@@ -427,7 +478,10 @@ async fn an_anvil_restart_with_its_state_degrades_the_watcher_which_then_carries
     w.node.stop().await.unwrap();
     let degraded = w.daemon.wait_chain_state("degraded").await;
     assert!(
-        degraded.last_error.as_deref().is_some_and(|e| e.contains("127.0.0.1")),
+        degraded
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("127.0.0.1")),
         "the error names the node: {degraded:?}"
     );
     w.node.start_again().await.unwrap();
@@ -436,7 +490,9 @@ async fn an_anvil_restart_with_its_state_degrades_the_watcher_which_then_carries
     w.finalize().await;
     for i in [&before, &after] {
         w.daemon
-            .wait_for(i.id, "paid after the node came back", |r| r.status == Status::Paid)
+            .wait_for(i.id, "paid after the node came back", |r| {
+                r.status == Status::Paid
+            })
             .await;
     }
     assert_eq!(w.daemon.count("SELECT COUNT(*) FROM settlements").await, 2);
@@ -449,7 +505,10 @@ async fn n_confirmations_instead_of_the_finalized_tag() {
         ..EthOptions::default()
     })
     .await;
-    let i = w.daemon.create_in("USDC", "order", "five-deep", "100").await;
+    let i = w
+        .daemon
+        .create_in("USDC", "order", "five-deep", "100")
+        .await;
     w.pay_usdc(&i.address, STABLE_FOR_100_USD).await;
     w.node.mine(3).await.unwrap();
     let four = w
@@ -461,7 +520,9 @@ async fn n_confirmations_instead_of_the_finalized_tag() {
     assert_eq!(four.amount_final, Amount(0));
     w.node.mine(1).await.unwrap();
     w.daemon
-        .wait_for(i.id, "paid at 5 confirmations", |r| r.status == Status::Paid)
+        .wait_for(i.id, "paid at 5 confirmations", |r| {
+            r.status == Status::Paid
+        })
         .await;
 }
 
@@ -483,7 +544,9 @@ async fn a_newheads_subscription_wakes_the_watcher_long_before_its_next_poll() {
         .await;
     w.finalize().await;
     w.daemon
-        .wait_for(i.id, "paid, again woken by heads", |r| r.status == Status::Paid)
+        .wait_for(i.id, "paid, again woken by heads", |r| {
+            r.status == Status::Paid
+        })
         .await;
 }
 
@@ -502,12 +565,20 @@ async fn exact_payment_on_postgres() {
     let daemon = Daemon::start(db, settings).await;
     daemon.wait_cursor(node.block_number().await.unwrap()).await;
     let i = daemon.create_in("USDT", "topup", "pg-usdt", "100").await;
-    node.token_transfer(&contracts.usdt, TOKEN_HOLDER, &i.address, STABLE_FOR_100_USD)
-        .await
-        .unwrap();
+    node.token_transfer(
+        &contracts.usdt,
+        TOKEN_HOLDER,
+        &i.address,
+        STABLE_FOR_100_USD,
+    )
+    .await
+    .unwrap();
     node.mine(64).await.unwrap();
     daemon
         .wait_for(i.id, "paid on PostgreSQL", |r| r.status == Status::Paid)
         .await;
-    assert_eq!(daemon.ctx.store.balance_cents("acct-1").await.unwrap(), 10_000);
+    assert_eq!(
+        daemon.ctx.store.balance_cents("acct-1").await.unwrap(),
+        10_000
+    );
 }

@@ -108,7 +108,13 @@ impl Daemon {
     }
 
     /// An intent paid in `asset` on the daemon's network.
-    pub async fn create_in(&self, asset: &str, kind: &str, reference: &str, usd: &str) -> IntentRecord {
+    pub async fn create_in(
+        &self,
+        asset: &str,
+        kind: &str,
+        reference: &str,
+        usd: &str,
+    ) -> IntentRecord {
         self.ctx
             .intents
             .create(&NewIntent {
@@ -146,12 +152,7 @@ impl Daemon {
                 return i;
             }
             if Instant::now() > deadline {
-                let status = self
-                    .ctx
-                    .store
-                    .chain_status(self.network)
-                    .await
-                    .unwrap();
+                let status = self.ctx.store.chain_status(self.network).await.unwrap();
                 panic!("intent {id} never became {what}: {i:?}\nwatcher: {status:?}");
             }
             tokio::time::sleep(Duration::from_millis(100)).await;

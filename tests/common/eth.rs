@@ -81,14 +81,22 @@ pub struct EthWorld {
 pub async fn deploy_contracts(node: &AnvilNode) -> Contracts {
     let supply = 1_000_000_000 * 1_000_000;
     Contracts {
-        usdt: node.deploy_token("Tether USD", "USDT", supply).await.unwrap(),
+        usdt: node
+            .deploy_token("Tether USD", "USDT", supply)
+            .await
+            .unwrap(),
         usdc: node.deploy_token("USD Coin", "USDC", supply).await.unwrap(),
         other: node.deploy_token("Other", "OTH", supply).await.unwrap(),
         forwarder: node.deploy_forwarder().await.unwrap(),
     }
 }
 
-pub fn eth_settings(db_url: &str, node: &AnvilNode, contracts: &Contracts, o: &EthOptions) -> Settings {
+pub fn eth_settings(
+    db_url: &str,
+    node: &AnvilNode,
+    contracts: &Contracts,
+    o: &EthOptions,
+) -> Settings {
     let mut s = Settings::load(None).expect("defaults load");
     s.database.url = db_url.to_owned();
     s.intents.expiry_secs = o.expiry_secs;
@@ -133,15 +141,20 @@ pub async fn eth_world(o: EthOptions) -> EthWorld {
 
 impl EthWorld {
     pub async fn pay_eth(&self, to: &str, wei: u128) -> String {
-        self.node.send_eth(ETH_PAYER, to, wei).await.expect("ETH sent")
+        self.node
+            .send_eth(ETH_PAYER, to, wei)
+            .await
+            .expect("ETH sent")
     }
 
     pub async fn pay_usdt(&self, to: &str, units: u128) -> String {
-        self.pay_token(&self.contracts.usdt.clone(), to, units).await
+        self.pay_token(&self.contracts.usdt.clone(), to, units)
+            .await
     }
 
     pub async fn pay_usdc(&self, to: &str, units: u128) -> String {
-        self.pay_token(&self.contracts.usdc.clone(), to, units).await
+        self.pay_token(&self.contracts.usdc.clone(), to, units)
+            .await
     }
 
     pub async fn pay_token(&self, token: &str, to: &str, units: u128) -> String {

@@ -90,4 +90,3 @@ pub fn settings_for(
     }
     s
 }
-

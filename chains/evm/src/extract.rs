@@ -48,7 +48,10 @@ pub struct ExtractReport {
 /// `eth_getBlockByNumber(…, true)` results, bare or in their JSON-RPC
 /// envelope. A block is paired with its receipts by hash. USDT and USDC are
 /// the mainnet contracts; other tokens show by contract.
-pub fn extract(files: &[(String, Vec<u8>)], watch: &[String]) -> Result<ExtractReport, ExtractError> {
+pub fn extract(
+    files: &[(String, Vec<u8>)],
+    watch: &[String],
+) -> Result<ExtractReport, ExtractError> {
     if watch.is_empty() {
         return Err(ExtractError::NothingWatched);
     }
@@ -65,11 +68,17 @@ pub fn extract(files: &[(String, Vec<u8>)], watch: &[String]) -> Result<ExtractR
             file: file.clone(),
             why,
         };
-        let json: Value = serde_json::from_slice(raw).map_err(|e| fail(format!("not JSON: {e}")))?;
+        let json: Value =
+            serde_json::from_slice(raw).map_err(|e| fail(format!("not JSON: {e}")))?;
         let json = match json {
             Value::Object(mut o) if o.contains_key("jsonrpc") => match o.remove("result") {
                 Some(r) => r,
-                None => return Err(fail(format!("a JSON-RPC error, not a result: {}", Value::Object(o)))),
+                None => {
+                    return Err(fail(format!(
+                        "a JSON-RPC error, not a result: {}",
+                        Value::Object(o)
+                    )))
+                }
             },
             other => other,
         };
@@ -78,7 +87,9 @@ pub fn extract(files: &[(String, Vec<u8>)], watch: &[String]) -> Result<ExtractR
                 for (i, item) in items.into_iter().enumerate() {
                     let r: RpcReceipt = serde_json::from_value(item)
                         .map_err(|e| fail(format!("item {i} is not a transaction receipt: {e}")))?;
-                    let hash = r.block_hash.ok_or_else(|| fail(format!("receipt {i} names no block")))?;
+                    let hash = r
+                        .block_hash
+                        .ok_or_else(|| fail(format!("receipt {i} names no block")))?;
                     receipts.entry(hash).or_default().push(r);
                 }
             }
@@ -93,10 +104,16 @@ pub fn extract(files: &[(String, Vec<u8>)], watch: &[String]) -> Result<ExtractR
             Value::Object(o) => {
                 let r: RpcReceipt = serde_json::from_value(Value::Object(o))
                     .map_err(|e| fail(format!("neither a block nor a receipt: {e}")))?;
-                let hash = r.block_hash.ok_or_else(|| fail("the receipt names no block".into()))?;
+                let hash = r
+                    .block_hash
+                    .ok_or_else(|| fail("the receipt names no block".into()))?;
                 receipts.entry(hash).or_default().push(r);
             }
-            _ => return Err(fail("neither a block, a receipt nor a list of receipts".into())),
+            _ => {
+                return Err(fail(
+                    "neither a block, a receipt nor a list of receipts".into(),
+                ))
+            }
         }
     }
     if let Some(hash) = blocks.keys().find(|h| !receipts.contains_key(*h)) {
@@ -107,7 +124,9 @@ pub fn extract(files: &[(String, Vec<u8>)], watch: &[String]) -> Result<ExtractR
     }
 
     let tokens = Tokens::new([Asset::Usdt, Asset::Usdc].into_iter().filter_map(|asset| {
-        let contract = Method::new(asset, Network::Ethereum).ok()?.default_contract()?;
+        let contract = Method::new(asset, Network::Ethereum)
+            .ok()?
+            .default_contract()?;
         Some((asset, parse_address(contract).ok()?))
     }));
     let mut report = ExtractReport::default();

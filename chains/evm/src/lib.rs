@@ -16,5 +16,8 @@ pub mod types;
 
 pub use extract::{extract, ExtractError, ExtractReport, FoundPayment};
 pub use rpc::CallError;
-pub use scan::{paying_transactions, scan, watch_key, BlockAnswers, ScanError, Tokens, NATIVE_INDEX, TRANSFER_TOPIC};
+pub use scan::{
+    paying_transactions, scan, watch_key, BlockAnswers, ScanError, Tokens, NATIVE_INDEX,
+    TRANSFER_TOPIC,
+};
 pub use source::{EvmConfig, EvmSetupError, EvmSource, Finality};

@@ -173,9 +173,17 @@ pub(crate) fn classify_error(e: TransportError) -> CallError {
 
 fn names_a_size_limit(message: &str) -> bool {
     let m = message.to_ascii_lowercase();
-    ["limit", "exceed", "too many", "too large", "more than", "response size", "batch size"]
-        .iter()
-        .any(|w| m.contains(w))
+    [
+        "limit",
+        "exceed",
+        "too many",
+        "too large",
+        "more than",
+        "response size",
+        "batch size",
+    ]
+    .iter()
+    .any(|w| m.contains(w))
 }
 
 /// scheme://host:port of a URL, without path, query or credentials.

@@ -233,7 +233,13 @@ fn internal_payments(
     };
     let mut out = Vec::new();
     let mut ordinal = 0;
-    walk(&root.calls, root.error.is_none(), &mut ordinal, watch, &mut out);
+    walk(
+        &root.calls,
+        root.error.is_none(),
+        &mut ordinal,
+        watch,
+        &mut out,
+    );
     Ok(out)
 }
 
@@ -328,7 +334,9 @@ fn token_transfer(
 /// An indexed address topic: 12 zero bytes, then the address.
 fn topic_address(topic: &B256) -> Option<Address> {
     let (pad, body) = topic.as_slice().split_at(12);
-    pad.iter().all(|b| *b == 0).then(|| Address::from_slice(body))
+    pad.iter()
+        .all(|b| *b == 0)
+        .then(|| Address::from_slice(body))
 }
 
 pub(crate) fn tx_id(hash: &B256) -> String {

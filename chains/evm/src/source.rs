@@ -189,7 +189,11 @@ impl EvmSource {
                 .into_iter()
                 .next());
         }
-        if ahead.ready.front().is_none_or(|f| f.block.number.to::<u64>() != height) {
+        if ahead
+            .ready
+            .front()
+            .is_none_or(|f| f.block.number.to::<u64>() != height)
+        {
             ahead.ready.clear();
             match ahead.pending.pop_front() {
                 Some((from, handle)) if from == height => {
@@ -263,7 +267,8 @@ impl EvmSource {
             .await
             .map_err(|e| self.shared.transient("eth_getTransactionReceipt", e))?;
         for (tx, answer) in missing.iter().zip(receipts) {
-            let receipt = answer.map_err(|e| self.shared.transient("eth_getTransactionReceipt", e))?;
+            let receipt =
+                answer.map_err(|e| self.shared.transient("eth_getTransactionReceipt", e))?;
             record_receipt(&mut f.succeeded, f.block.hash, *tx, receipt)?;
         }
         Ok(())
@@ -319,7 +324,10 @@ fn record_receipt(
     if receipt.transaction_hash != tx || receipt.block_hash.is_some_and(|h| h != block) {
         return Err(SourceError::Transient(format!(
             "the receipt for transaction {tx:#x} is from block {}, not {block:#x}; the chain moved",
-            receipt.block_hash.map(|h| format!("{h:#x}")).unwrap_or_default()
+            receipt
+                .block_hash
+                .map(|h| format!("{h:#x}"))
+                .unwrap_or_default()
         )));
     }
     succeeded.insert(tx, receipt.succeeded());
@@ -398,7 +406,9 @@ impl Shared {
 }
 
 async fn fetch_batch(shared: &Shared, from: u64, count: usize) -> Result<Vec<Fetched>, Refusal> {
-    let heights: Vec<(U64, bool)> = (0..count as u64).map(|i| (U64::from(from + i), true)).collect();
+    let heights: Vec<(U64, bool)> = (0..count as u64)
+        .map(|i| (U64::from(from + i), true))
+        .collect();
     let answers = shared
         .rpc
         .batch::<_, Option<RpcBlock>>("eth_getBlockByNumber", &heights)
@@ -411,9 +421,9 @@ async fn fetch_batch(shared: &Shared, from: u64, count: usize) -> Result<Vec<Fet
             Some(b) if b.number.to::<u64>() == wanted => blocks.push(b),
             Some(b) => {
                 return Err(Refusal::Other(SourceError::Transient(format!(
-                    "eth_getBlockByNumber: asked for block {wanted}, the node answered with block {}",
-                    b.number
-                ))))
+                "eth_getBlockByNumber: asked for block {wanted}, the node answered with block {}",
+                b.number
+            ))))
             }
             None => break,
         }
@@ -436,7 +446,11 @@ async fn fetch_batch(shared: &Shared, from: u64, count: usize) -> Result<Vec<Fet
                 continue;
             }
             let filter = json!([{ "blockHash": b.hash, "topics": [TRANSFER_TOPIC] }]);
-            logs.push(Some(batch.add::<_, Vec<RpcLog>>("eth_getLogs", &filter).map_err(add)?));
+            logs.push(Some(
+                batch
+                    .add::<_, Vec<RpcLog>>("eth_getLogs", &filter)
+                    .map_err(add)?,
+            ));
             traces.push(if shared.cfg.traces {
                 let params = (b.hash, json!({ "tracer": "callTracer" }));
                 Some(
@@ -466,7 +480,9 @@ async fn fetch_batch(shared: &Shared, from: u64, count: usize) -> Result<Vec<Fet
 
     let mut succeeded: HashMap<B256, HashMap<B256, bool>> = HashMap::new();
     for (block, tx, w) in receipts {
-        let receipt = w.await.map_err(|e| shared.refusal("eth_getTransactionReceipt", crate::rpc::classify_error(e)))?;
+        let receipt = w.await.map_err(|e| {
+            shared.refusal("eth_getTransactionReceipt", crate::rpc::classify_error(e))
+        })?;
         record_receipt(succeeded.entry(block).or_default(), block, tx, receipt)
             .map_err(Refusal::Other)?;
     }
@@ -532,9 +548,10 @@ impl BlockSource for EvmSource {
                 None => Ok(0),
             },
             Finality::Confirmations(n) => {
-                let tip = self.header(json!("latest")).await?.ok_or_else(|| {
-                    SourceError::Transient("the node has no latest block".into())
-                })?;
+                let tip = self
+                    .header(json!("latest"))
+                    .await?
+                    .ok_or_else(|| SourceError::Transient("the node has no latest block".into()))?;
                 Ok(tip
                     .number
                     .to::<u64>()

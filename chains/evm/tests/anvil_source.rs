@@ -33,12 +33,18 @@ const WATCHED: &str = "0x00000000000000000000000000000000000000aa";
 #[tokio::test]
 async fn blocks_link_up_and_carry_the_payments_in_them() {
     let node = node().await;
-    let usdt = node.deploy_token("Tether", "USDT", 1_000_000_000).await.unwrap();
+    let usdt = node
+        .deploy_token("Tether", "USDT", 1_000_000_000)
+        .await
+        .unwrap();
     let tokens = Tokens::new([(Asset::Usdt, parse_address(&usdt).unwrap())]);
     let src = source(&node, tokens, &[WATCHED]);
     let eth_tx = node.send_eth(ACCOUNTS[1], WATCHED, 12345).await.unwrap();
     node.mine(10).await.unwrap();
-    let tok_tx = node.token_transfer(&usdt, ACCOUNTS[0], WATCHED, 777).await.unwrap();
+    let tok_tx = node
+        .token_transfer(&usdt, ACCOUNTS[0], WATCHED, 777)
+        .await
+        .unwrap();
     node.mine(20).await.unwrap();
     let tip = src.tip().await.unwrap();
     assert_eq!(tip.height, node.block_number().await.unwrap());
@@ -51,7 +57,12 @@ async fn blocks_link_up_and_carry_the_payments_in_them() {
             .unwrap()
             .unwrap_or_else(|| panic!("block {h} of {}", tip.height));
         assert_eq!(b.block.height, h);
-        assert_eq!(b.block.parent, parent.hash, "block {h} follows block {}", h - 1);
+        assert_eq!(
+            b.block.parent,
+            parent.hash,
+            "block {h} follows block {}",
+            h - 1
+        );
         assert_eq!(b.block.hash, node.block_hash(h).await.unwrap());
         found.extend(b.transfers);
         parent = b.block;

@@ -69,8 +69,10 @@ fn every_usdt_and_usdc_transfer_to_a_watched_recipient_comes_out_with_its_amount
         .filter(|r| r.2 == "USDT" || r.2 == "USDC")
         .collect();
     assert_eq!(got, expected.into_iter().collect::<BTreeSet<_>>());
-    assert!(report.payments.iter().all(|p| p.block
-        == "0x92dabfa3f61ff1c349d12f5fd0dd4c99760a0a41b77dee8f0a80f83efdcb307a"));
+    assert!(report
+        .payments
+        .iter()
+        .all(|p| p.block == "0x92dabfa3f61ff1c349d12f5fd0dd4c99760a0a41b77dee8f0a80f83efdcb307a"));
     assert_eq!(
         report.without_transactions,
         vec!["0x92dabfa3f61ff1c349d12f5fd0dd4c99760a0a41b77dee8f0a80f83efdcb307a"]
@@ -111,7 +113,13 @@ fn the_direct_transfers_named_in_the_fixture_notes_are_exact() {
             2_997_000_000,
         ),
     ] {
-        let want = (want.0.to_owned(), want.1, want.2.to_owned(), want.3.to_owned(), want.4);
+        let want = (
+            want.0.to_owned(),
+            want.1,
+            want.2.to_owned(),
+            want.3.to_owned(),
+            want.4,
+        );
         assert!(got.contains(&want), "missing {want:?} in {got:?}");
     }
     let sender = report
@@ -127,8 +135,7 @@ fn the_direct_transfers_named_in_the_fixture_notes_are_exact() {
 
 #[test]
 fn the_three_failed_transactions_pay_nobody() {
-    let raw: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(RECEIPTS).unwrap()).unwrap();
+    let raw: serde_json::Value = serde_json::from_slice(&std::fs::read(RECEIPTS).unwrap()).unwrap();
     let mut watch: BTreeSet<String> = expected().into_iter().map(|r| r.3).collect();
     for r in raw.as_array().unwrap() {
         if FAILED_TXS.contains(&r["transactionHash"].as_str().unwrap()) {
@@ -193,7 +200,8 @@ fn a_log_claiming_another_block_spoils_the_whole_answer() {
         .unwrap()
         .iter_mut()
         .find(|r| {
-            r["transactionHash"] == "0x90d430828530815869be32fb09251338fc60e13c07f51d1483c35e70ab329751"
+            r["transactionHash"]
+                == "0x90d430828530815869be32fb09251338fc60e13c07f51d1483c35e70ab329751"
         })
         .unwrap();
     receipt["logs"][0]["blockHash"] =
