@@ -393,6 +393,19 @@ impl Store {
                 .bind("0")
                 .execute(&mut *tx)
                 .await?;
+            // The intents' status above may be stale: a reconcile that read
+            // the old final height may not have committed `confirming` yet.
+            // Money that just became final is queued by where it lies.
+            sqlx::query(
+                "INSERT INTO reconcile_queue (network, address) SELECT DISTINCT network, to_address \
+                 FROM transfers WHERE network = $1 AND block_height > $2 AND block_height <= $3 \
+                 AND orphaned_at IS NULL",
+            )
+            .bind(network.as_str())
+            .bind(previous.unwrap_or(-1))
+            .bind(reported)
+            .execute(&mut *tx)
+            .await?;
         }
         tx.commit().await?;
         Ok(())

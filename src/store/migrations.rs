@@ -26,6 +26,11 @@ const POSTGRES: Embedded = &[
         "mempool transfers",
         include_str!("../../migrations/postgres/0003_mempool.sql"),
     ),
+    (
+        4,
+        "transfers by height",
+        include_str!("../../migrations/postgres/0004_transfers_by_height.sql"),
+    ),
 ];
 const SQLITE: Embedded = &[
     (
@@ -42,6 +47,11 @@ const SQLITE: Embedded = &[
         3,
         "mempool transfers",
         include_str!("../../migrations/sqlite/0003_mempool.sql"),
+    ),
+    (
+        4,
+        "transfers by height",
+        include_str!("../../migrations/sqlite/0004_transfers_by_height.sql"),
     ),
 ];
 
