@@ -1,0 +1,485 @@
+//! A java-tron node as a [`BlockSource`], over its gRPC API: blocks by
+//! number (ranges while catching up) with their transaction infos, read ahead
+//! while the watcher writes; finality from the WalletSolidity service.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use paywatch_core::{BlockRef, BlockSource, Network, SourceBlock, SourceError, WatchSet};
+use tokio::sync::Mutex;
+use tokio::task::{JoinHandle, JoinSet};
+use tonic::transport::{Channel, Endpoint};
+use tracing::warn;
+use tron_grpc::wallet_client::WalletClient;
+use tron_grpc::wallet_solidity_client::WalletSolidityClient;
+use tron_grpc::{BlockExtention, BlockLimit, EmptyMessage, NumberMessage, TransactionInfo};
+
+use crate::scan::{may_pay, scan, Tokens};
+
+/// java-tron answers `GetBlockByLimitNext2` with at most this many blocks.
+pub const MAX_BLOCKS_PER_REQUEST: usize = 100;
+
+/// A mainnet block of a few hundred transactions is about 100 kB with its
+/// infos; a range of 100 stays well inside this.
+const MAX_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
+
+#[derive(Debug, Clone)]
+pub struct TronConfig {
+    /// The full node's gRPC endpoint (java-tron: port 50051).
+    pub url: String,
+    /// The WalletSolidity endpoint (java-tron: port 50061); the full node's
+    /// own when unset.
+    pub solidity_url: Option<String>,
+    pub tokens: Tokens,
+    /// Blocks per range request, at most [`MAX_BLOCKS_PER_REQUEST`].
+    pub blocks_per_request: usize,
+    /// Ranges fetched ahead while the watcher writes.
+    pub batches_in_flight: usize,
+    /// `GetTransactionInfoByBlockNum` calls in flight within a range.
+    pub infos_in_flight: usize,
+    pub request_timeout: Duration,
+}
+
+impl Default for TronConfig {
+    fn default() -> Self {
+        TronConfig {
+            url: String::new(),
+            solidity_url: None,
+            tokens: Tokens::default(),
+            blocks_per_request: MAX_BLOCKS_PER_REQUEST,
+            batches_in_flight: 2,
+            infos_in_flight: 8,
+            request_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TronSetupError {
+    #[error("url: {0}")]
+    Url(String),
+    #[error("solidity_url: {0}")]
+    SolidityUrl(String),
+}
+
+/// A block and its infos as the node gave them, kept until asked for.
+#[derive(Debug)]
+struct Fetched {
+    height: u64,
+    block: BlockExtention,
+    /// `None` when the block could pay no watched address as the watch set
+    /// stood at fetch time: no TRX to one, no contract call.
+    infos: Option<Vec<TransactionInfo>>,
+}
+
+type Pending = (u64, JoinHandle<Result<Vec<Fetched>, SourceError>>);
+
+#[derive(Debug, Default)]
+struct ReadAhead {
+    ready: VecDeque<Fetched>,
+    pending: VecDeque<Pending>,
+    /// One past the last height asked for, ready or pending.
+    requested_to: u64,
+    last_served: Option<u64>,
+}
+
+impl ReadAhead {
+    fn clear(&mut self) {
+        self.ready.clear();
+        self.last_served = None;
+        for (_, h) in self.pending.drain(..) {
+            h.abort();
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct TronSource {
+    shared: Arc<Shared>,
+    ahead: Mutex<ReadAhead>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    wallet: WalletClient<Channel>,
+    solidity: WalletSolidityClient<Channel>,
+    cfg: TronConfig,
+    watch: Arc<WatchSet>,
+    host: String,
+    /// The node's height as last seen; read-ahead never passes it.
+    known_tip: AtomicU64,
+}
+
+fn endpoint(url: &str, timeout: Duration) -> Result<Channel, String> {
+    let e = Endpoint::from_shared(url.to_owned()).map_err(|e| format!("{url}: {e}"))?;
+    Ok(e.timeout(timeout)
+        .connect_timeout(timeout.min(Duration::from_secs(10)))
+        .tcp_nodelay(true)
+        .connect_lazy())
+}
+
+impl TronSource {
+    pub fn new(cfg: TronConfig, watch: Arc<WatchSet>) -> Result<TronSource, TronSetupError> {
+        let full = endpoint(&cfg.url, cfg.request_timeout).map_err(TronSetupError::Url)?;
+        let solid = match &cfg.solidity_url {
+            Some(url) => endpoint(url, cfg.request_timeout).map_err(TronSetupError::SolidityUrl)?,
+            None => full.clone(),
+        };
+        let host = shown_host(&cfg.url);
+        Ok(TronSource {
+            shared: Arc::new(Shared {
+                wallet: WalletClient::new(full).max_decoding_message_size(MAX_MESSAGE_BYTES),
+                solidity: WalletSolidityClient::new(solid)
+                    .max_decoding_message_size(MAX_MESSAGE_BYTES),
+                cfg,
+                watch,
+                host,
+                known_tip: AtomicU64::new(0),
+            }),
+            ahead: Mutex::new(ReadAhead::default()),
+        })
+    }
+
+    async fn fetched(&self, height: u64) -> Result<Option<Fetched>, SourceError> {
+        let mut ahead = self.ahead.lock().await;
+        // A reorg walk asks downwards: one block each, nothing read ahead.
+        if ahead.last_served.is_some_and(|last| height <= last) {
+            ahead.clear();
+            return Ok(fetch_range(self.shared.clone(), height, 1).await?.pop());
+        }
+        if ahead.ready.front().is_none_or(|f| f.height != height) {
+            ahead.ready.clear();
+            match ahead.pending.pop_front() {
+                Some((from, handle)) if from == height => {
+                    let fetched = handle
+                        .await
+                        .map_err(|e| SourceError::Transient(format!("read-ahead task: {e}")))?;
+                    match fetched {
+                        Ok(f) => ahead.ready.extend(f),
+                        Err(e) => {
+                            ahead.clear();
+                            return Err(e);
+                        }
+                    }
+                }
+                other => {
+                    if let Some((_, h)) = other {
+                        h.abort();
+                    }
+                    ahead.clear();
+                    let count = self.shared.batch_len(height);
+                    ahead.requested_to = height + count as u64;
+                    let fetched = fetch_range(self.shared.clone(), height, count).await?;
+                    ahead.ready.extend(fetched);
+                }
+            }
+        }
+        let Some(f) = ahead.ready.pop_front() else {
+            ahead.clear();
+            return Ok(None);
+        };
+        ahead.last_served = Some(height);
+        if ahead.ready.is_empty() && ahead.pending.is_empty() {
+            ahead.requested_to = height + 1;
+        }
+        while ahead.pending.len() < self.shared.cfg.batches_in_flight.max(1) {
+            let next = ahead.requested_to.max(height + 1);
+            let count = self.shared.batch_len(next);
+            if count == 0 {
+                break;
+            }
+            ahead.requested_to = next + count as u64;
+            let handle = tokio::spawn(fetch_range(self.shared.clone(), next, count));
+            ahead.pending.push_back((next, handle));
+        }
+        Ok(Some(f))
+    }
+
+    /// Infos skipped at fetch time are fetched now if an address issued
+    /// since may be paid in the block.
+    async fn complete(&self, f: &mut Fetched) -> Result<(), SourceError> {
+        let wanted = f.infos.is_none() && may_pay(&f.block.transactions, &self.shared.watch.read());
+        if wanted {
+            f.infos = Some(infos_of(&self.shared, f.height).await?);
+        }
+        Ok(())
+    }
+
+    fn translate(&self, f: &Fetched) -> Result<SourceBlock, SourceError> {
+        let block = block_ref(&f.block, Some(f.height))?;
+        let watch = self.shared.watch.read();
+        // Without infos the block pays no watched address (see `complete`).
+        let Some(infos) = &f.infos else {
+            let timestamp_ms = header_raw(&f.block).map_or(0, |r| r.timestamp);
+            return Ok(SourceBlock {
+                block,
+                timestamp: timestamp_ms.div_euclid(1000),
+                transfers: Vec::new(),
+            });
+        };
+        let transfers = scan(&f.block, infos, &self.shared.cfg.tokens, &watch).map_err(|e| {
+            SourceError::Transient(format!(
+                "block {} at height {}: {e}",
+                block.hash, block.height
+            ))
+        })?;
+        let timestamp_ms = header_raw(&f.block).map_or(0, |r| r.timestamp);
+        Ok(SourceBlock {
+            block,
+            timestamp: timestamp_ms.div_euclid(1000),
+            transfers,
+        })
+    }
+}
+
+impl Shared {
+    /// How many blocks the next range from `from` may hold: never past the
+    /// node's tip as last seen.
+    fn batch_len(&self, from: u64) -> usize {
+        let tip = self.known_tip.load(Ordering::Relaxed);
+        let room = tip.saturating_add(1).saturating_sub(from);
+        let want = self.cfg.blocks_per_request.clamp(1, MAX_BLOCKS_PER_REQUEST) as u64;
+        // Always at least one: the block just past a stale tip may exist.
+        room.min(want).max(u64::from(room == 0)) as usize
+    }
+
+    fn transient(&self, call: &str, status: tonic::Status) -> SourceError {
+        SourceError::Transient(format!(
+            "{call} at {}: {} ({:?})",
+            self.host,
+            status.message(),
+            status.code()
+        ))
+    }
+}
+
+/// Blocks `from..from+count` and their infos; stops at the first height the
+/// node does not have. Every block must be the one asked for.
+async fn fetch_range(
+    shared: Arc<Shared>,
+    from: u64,
+    count: usize,
+) -> Result<Vec<Fetched>, SourceError> {
+    let blocks = if count == 1 {
+        let b = shared
+            .wallet
+            .clone()
+            .get_block_by_num2(NumberMessage { num: signed(from)? })
+            .await
+            .map_err(|e| shared.transient("GetBlockByNum2", e))?
+            .into_inner();
+        // An empty answer is how java-tron says there is no such block.
+        if b.block_header.is_none() {
+            Vec::new()
+        } else {
+            vec![b]
+        }
+    } else {
+        shared
+            .wallet
+            .clone()
+            .get_block_by_limit_next2(BlockLimit {
+                start_num: signed(from)?,
+                end_num: signed(from + count as u64)?,
+            })
+            .await
+            .map_err(|e| shared.transient("GetBlockByLimitNext2", e))?
+            .into_inner()
+            .block
+    };
+    let mut expected = from;
+    for b in &blocks {
+        let got = block_ref(b, None)?.height;
+        if got != expected {
+            return Err(SourceError::Transient(format!(
+                "asked {} for block {expected}, it answered with block {got}",
+                shared.host
+            )));
+        }
+        expected += 1;
+    }
+
+    let mut infos: Vec<Option<Vec<TransactionInfo>>> = vec![None; blocks.len()];
+    let mut calls = JoinSet::new();
+    let mut next = 0;
+    let limit = shared.cfg.infos_in_flight.max(1);
+    while next < blocks.len() || !calls.is_empty() {
+        while next < blocks.len() && calls.len() < limit {
+            let height = from + next as u64;
+            let wanted = may_pay(&blocks[next].transactions, &shared.watch.read());
+            next += 1;
+            if wanted {
+                let s = shared.clone();
+                calls.spawn(async move { Ok::<_, SourceError>((height, infos_of(&s, height).await?)) });
+            }
+        }
+        if let Some(done) = calls.join_next().await {
+            let (height, list) =
+                done.map_err(|e| SourceError::Transient(format!("info task: {e}")))??;
+            infos[(height - from) as usize] = Some(list);
+        }
+    }
+    Ok(blocks
+        .into_iter()
+        .zip(infos)
+        .enumerate()
+        .map(|(i, (block, infos))| Fetched {
+            height: from + i as u64,
+            block,
+            infos,
+        })
+        .collect())
+}
+
+async fn infos_of(shared: &Shared, height: u64) -> Result<Vec<TransactionInfo>, SourceError> {
+    Ok(shared
+        .wallet
+        .clone()
+        .get_transaction_info_by_block_num(NumberMessage {
+            num: signed(height)?,
+        })
+        .await
+        .map_err(|e| shared.transient("GetTransactionInfoByBlockNum", e))?
+        .into_inner()
+        .transaction_info)
+}
+
+fn signed(height: u64) -> Result<i64, SourceError> {
+    i64::try_from(height)
+        .map_err(|_| SourceError::Fatal(format!("height {height} is out of range")))
+}
+
+fn header_raw(b: &BlockExtention) -> Option<&tron_grpc::block_header::Raw> {
+    b.block_header.as_ref()?.raw_data.as_ref()
+}
+
+/// A block's place: its number, its id (which begins with the number) and
+/// its parent's id. `expect` checks the number against the one asked for.
+fn block_ref(b: &BlockExtention, expect: Option<u64>) -> Result<BlockRef, SourceError> {
+    let raw =
+        header_raw(b).ok_or_else(|| SourceError::Transient("a block without a header".into()))?;
+    let height = u64::try_from(raw.number)
+        .map_err(|_| SourceError::Transient(format!("a block numbered {}", raw.number)))?;
+    if let Some(want) = expect.filter(|w| *w != height) {
+        return Err(SourceError::Transient(format!(
+            "asked for block {want}, got block {height}"
+        )));
+    }
+    if b.blockid.len() != 32 || b.blockid[..8] != height.to_be_bytes() {
+        return Err(SourceError::Transient(format!(
+            "block {height} has the id {}, which does not begin with its number",
+            hex(&b.blockid)
+        )));
+    }
+    Ok(BlockRef {
+        height,
+        hash: hex(&b.blockid),
+        parent: hex(&raw.parent_hash),
+    })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
+/// The node's host and port, never a path or query that may hold an API key.
+fn shown_host(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let host = rest.split(['/', '?']).next().unwrap_or(rest);
+    host.rsplit_once('@').map_or(host, |(_, h)| h).to_owned()
+}
+
+#[async_trait]
+impl BlockSource for TronSource {
+    fn network(&self) -> Network {
+        Network::Tron
+    }
+
+    async fn tip(&self) -> Result<BlockRef, SourceError> {
+        let b = self
+            .shared
+            .wallet
+            .clone()
+            .get_now_block2(EmptyMessage {})
+            .await
+            .map_err(|e| self.shared.transient("GetNowBlock2", e))?
+            .into_inner();
+        let tip = block_ref(&b, None)?;
+        self.shared.known_tip.store(tip.height, Ordering::Relaxed);
+        Ok(tip)
+    }
+
+    /// The latest solidified block: confirmed by 2/3 of the super
+    /// representatives (19 blocks, about a minute), and irreversible.
+    async fn final_height(&self) -> Result<u64, SourceError> {
+        let b = self
+            .shared
+            .solidity
+            .clone()
+            .get_now_block2(EmptyMessage {})
+            .await
+            .map_err(|e| self.shared.transient("WalletSolidity/GetNowBlock2", e))?
+            .into_inner();
+        Ok(block_ref(&b, None)?.height)
+    }
+
+    async fn block(&self, height: u64) -> Result<Option<SourceBlock>, SourceError> {
+        let Some(mut f) = self.fetched(height).await? else {
+            return Ok(None);
+        };
+        // Infos are asked by number, so after a reorg they may be another
+        // branch's: the scan refuses infos that do not match the block's
+        // transactions, and a block whose id changes is disconnected by the
+        // canonical stream and read again with fresh infos.
+        let done = match self.complete(&mut f).await {
+            Ok(()) => self.translate(&f),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = &done {
+            warn!(error = %e, height, "unusable answer; nothing from it is recorded");
+            self.ahead.lock().await.clear();
+        }
+        done.map(Some)
+    }
+
+    async fn block_ref(&self, height: u64) -> Result<Option<BlockRef>, SourceError> {
+        let b = self
+            .shared
+            .wallet
+            .clone()
+            .get_block_by_num2(NumberMessage {
+                num: signed(height)?,
+            })
+            .await
+            .map_err(|e| self.shared.transient("GetBlockByNum2", e))?
+            .into_inner();
+        if b.block_header.is_none() {
+            return Ok(None);
+        }
+        block_ref(&b, Some(height)).map(Some)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_are_shown_without_credentials_or_paths() {
+        assert_eq!(
+            shown_host("http://user:key@grpc.example:50051/x?k=1"),
+            "grpc.example:50051"
+        );
+        assert_eq!(shown_host("127.0.0.1:50051"), "127.0.0.1:50051");
+    }
+}
