@@ -12,6 +12,7 @@ pub mod intents;
 pub mod reconcile;
 pub mod settings;
 pub mod store;
+pub mod twin;
 pub mod watcher;
 
 mod kind;

@@ -339,11 +339,19 @@ impl Watcher {
         let since = self
             .refreshed_at
             .map_or(i64::MIN, |t| t - WATCH_REFRESH_OVERLAP_MS);
-        let issued = self
+        let mut issued = self
             .deps
             .store
             .issued_addresses(self.cfg.network, since)
             .await?;
+        // The twins of the other network's addresses, in this network's
+        // spelling: money sent there on the wrong network is recorded too.
+        if let Some(other) = crate::twin::twin_network(self.cfg.network) {
+            let theirs = self.deps.store.issued_addresses(other, since).await?;
+            issued.extend(theirs.into_iter().filter_map(|(address, at)| {
+                crate::twin::twin(other, &address).map(|(_, mine)| (mine, at))
+            }));
+        }
         let learned: Vec<(String, i64)> = issued
             .into_iter()
             .filter(|(address, _)| self.deps.watch.insert(address))

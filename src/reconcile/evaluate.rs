@@ -108,6 +108,11 @@ pub enum Reason {
     WrongAsset {
         transfers: Vec<i64>,
     },
+    /// The row ids of the transfers that arrived on another network, at this
+    /// address's twin (and of any of another asset beside them).
+    WrongNetwork {
+        transfers: Vec<i64>,
+    },
     AfterSettlement {
         extra: u128,
     },
@@ -162,6 +167,17 @@ impl Reason {
                     .map(|id| describe(*id).unwrap_or_else(|| format!("transfer {id}")))
                     .collect();
                 format!("money other than {method} arrived at the address: {}", list.join("; "))
+            }
+            Reason::WrongNetwork { transfers } => {
+                let list: Vec<String> = transfers
+                    .iter()
+                    .map(|id| describe(*id).unwrap_or_else(|| format!("transfer {id}")))
+                    .collect();
+                format!(
+                    "money was sent on another network than {} to this address's twin there                      (same key, recoverable): {}",
+                    method.network(),
+                    list.join("; ")
+                )
             }
             Reason::AfterSettlement { extra } => {
                 format!("another {} arrived after the intent was already paid", coin(*extra))
@@ -259,18 +275,20 @@ fn decide(
 ) -> Decision {
     use Exception as X;
     use Status as S;
-    let wrong_asset = || Reason::WrongAsset {
-        transfers: foreign.iter().map(|t| t.id).collect(),
+    // Money on the wrong network needs support to recover it with the key,
+    // so it is named first when both kinds arrived.
+    let foreign_exception = || -> (Exception, Reason) {
+        let transfers = foreign.iter().map(|t| t.id).collect();
+        if foreign.iter().any(|t| t.network != f.method.network()) {
+            (X::WrongNetwork, Reason::WrongNetwork { transfers })
+        } else {
+            (X::WrongAsset, Reason::WrongAsset { transfers })
+        }
     };
     let paid = |settle: bool| -> Decision {
         if !foreign.is_empty() {
-            (
-                S::NeedsReview,
-                Some(X::WrongAsset),
-                wrong_asset(),
-                settle,
-                false,
-            )
+            let (exception, reason) = foreign_exception();
+            (S::NeedsReview, Some(exception), reason, settle, false)
         } else if excess > 0 {
             (
                 S::Paid,
@@ -360,13 +378,8 @@ fn decide(
     if s.timely_final >= due_min {
         paid(true)
     } else if !foreign.is_empty() {
-        (
-            S::NeedsReview,
-            Some(X::WrongAsset),
-            wrong_asset(),
-            false,
-            false,
-        )
+        let (exception, reason) = foreign_exception();
+        (S::NeedsReview, Some(exception), reason, false, false)
     } else if s.timely() >= due_min {
         (
             S::Confirming,

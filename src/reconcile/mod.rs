@@ -241,7 +241,9 @@ pub struct Attributed<'a> {
 
 impl<'a> Attributed<'a> {
     /// One pass over the rows (plain data and lookup together), then a
-    /// counting sort by owner. Rows no intent owns are left out.
+    /// counting sort by owner. A row no intent owns by its own address is
+    /// tried at its address's twin (money sent on the wrong network); rows
+    /// still unowned are left out.
     pub fn rows(matcher: &Matcher, rows: &'a [TransferRecord], intents: usize) -> Attributed<'a> {
         let mut seen = Vec::with_capacity(rows.len());
         let mut owners = Vec::with_capacity(rows.len());
@@ -252,6 +254,13 @@ impl<'a> Attributed<'a> {
             }),
             &mut owners,
         );
+        for (owner, t) in owners.iter_mut().zip(rows) {
+            if owner.is_none() {
+                *owner = crate::twin::twin(t.network, &t.to)
+                    .and_then(|(network, address)| matcher.attribute(network, &address))
+                    .map(|p| p as u32);
+            }
+        }
         let groups = Grouping::by_owner(&owners, intents);
         let transfers = groups.members.iter().map(|t| seen[*t as usize]).collect();
         Attributed {

@@ -108,6 +108,19 @@ impl Store {
                 address: r.try_get("address")?,
             });
         }
+        // Money at an address's twin on the other network belongs to the
+        // intent of the address (wrong network).
+        let twins: Vec<Pair> = pairs
+            .iter()
+            .filter_map(|p| {
+                let (network, address) = crate::twin::twin(p.network.parse().ok()?, &p.address)?;
+                Some(Pair {
+                    network: network.as_str().to_owned(),
+                    address,
+                })
+            })
+            .collect();
+        pairs.extend(twins);
         pairs.sort_unstable_by(|a, b| (&a.network, &a.address).cmp(&(&b.network, &b.address)));
         pairs.dedup_by(|a, b| a.network == b.network && a.address == b.address);
 
@@ -152,10 +165,16 @@ impl Store {
             return Ok(batch);
         }
 
+        let twins: Vec<(Network, String)> = batch
+            .intents
+            .iter()
+            .filter_map(|i| crate::twin::twin(i.method.network(), &i.address))
+            .collect();
         let addresses: Vec<(Network, &str)> = batch
             .intents
             .iter()
             .map(|i| (i.method.network(), i.address.as_str()))
+            .chain(twins.iter().map(|(n, a)| (*n, a.as_str())))
             .collect();
         batch.transfers = self.transfers_to(tx, &addresses).await?;
         let references: Vec<&IntentRecord> = batch.intents.iter().collect();
