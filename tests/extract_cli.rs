@@ -130,3 +130,103 @@ fn extract_refuses_bad_input_naming_what_is_wrong() {
         "{err}"
     );
 }
+
+fn chain_fixture(chain: &str, name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("chains")
+        .join(chain)
+        .join("tests/fixtures")
+        .join(name)
+}
+
+#[test]
+fn extract_reads_ethereum_receipts_and_prints_log_index_asset_and_amounts() {
+    let receipts = chain_fixture("evm", "helios_block_21925176_receipts.json");
+    let (code, out, err) = extract(&[
+        "--network",
+        "ethereum",
+        "--file",
+        receipts.to_str().unwrap(),
+        "--watch",
+        "0x627846f6131a4631ddf6bb53bd682ccf51f623b3",
+        "--watch",
+        "0x1F2F10D1C40777AE1DA742455C65828FF36DF387",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let stablecoins: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains(" USDT ") || l.contains(" USDC "))
+        .collect();
+    assert_eq!(
+        stablecoins,
+        [
+            "0x81728f20df72fba5ec109dc1f4e6bf10745733dce1848e653a9b1b9964f18e9f log:85 USDT 0x627846f6131a4631ddf6bb53bd682ccf51f623b3 289053964 289.053964",
+            "0x81728f20df72fba5ec109dc1f4e6bf10745733dce1848e653a9b1b9964f18e9f log:98 USDC 0x1f2f10d1c40777ae1da742455c65828ff36df387 2549977996 2549.977996",
+        ],
+        "{out}"
+    );
+    // Other tokens to a watched address show by contract (here WETH).
+    assert!(
+        out.lines().any(|l| l.contains(" log:91 token:0xc02aaa39b223fe8d0a0e5c4f27ead9083c756cc2 0x1f2f10d1c40777ae1da742455c65828ff36df387 122127150248624128 ?")),
+        "{out}"
+    );
+    assert!(err.contains("receipts only, so ETH values are not visible"), "{err}");
+
+    // A mistyped checksum is refused, and no spelling is offered to copy.
+    let (code, _, err) = extract(&[
+        "--network",
+        "ethereum",
+        "--file",
+        receipts.to_str().unwrap(),
+        "--watch",
+        "0x627846F6131a4631ddf6bb53bd682ccf51f623b3",
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("bad EIP-55 checksum"), "{err}");
+    assert!(!err.contains("0x627846F6131A4631"), "{err}");
+}
+
+#[test]
+fn extract_reads_tron_transactions_with_their_infos() {
+    let files = [
+        "gemwallet_transaction_coin_transfer.json",
+        "gemwallet_transaction_coin_transfer_receipt.json",
+        "ledgerlive_trongrid_tx_usdt_0130dfde.json",
+        "ledgerlive_gettransactioninfobyid_usdt_0130dfde.json",
+    ]
+    .map(|f| chain_fixture("tron", f));
+    let mut args = vec!["--network", "tron"];
+    for f in &files {
+        args.extend(["--file", f.to_str().unwrap()]);
+    }
+    // The recipients of the fixtures' 25 TRX and 41.677389 USDT.
+    args.extend([
+        "--watch",
+        "TFanVGmnjKqFRd8dVQAccZE2t42Vu4rv51",
+        "--watch",
+        "TXVj38D1XR3TPgSHTCZGC8wkLDAGqF1oqx",
+    ]);
+    let (code, out, err) = extract(&args);
+    assert_eq!(code, 0, "{err}");
+    let mut lines: Vec<&str> = out.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(
+        lines,
+        [
+            "0130dfde9281a48378109039ef512229d5359fbee2a8adbb17ad73aebc67ea99 USDT TXVj38D1XR3TPgSHTCZGC8wkLDAGqF1oqx 41677389 41.677389",
+            "5a9935a1b7be0150a511111582bbfed62ddb873333b3986bd712e6105fe90ad5 TRX TFanVGmnjKqFRd8dVQAccZE2t42Vu4rv51 25000000 25",
+        ],
+        "{out}"
+    );
+
+    let (code, _, err) = extract(&[
+        "--network",
+        "tron",
+        "--file",
+        files[0].to_str().unwrap(),
+        "--watch",
+        "TFanVGmnjKqFRd8dVQAccZE2t42Vu4rv5X",
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("checksum"), "{err}");
+}

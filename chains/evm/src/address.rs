@@ -28,9 +28,11 @@ pub enum AddressError {
         found: char,
         position: usize,
     },
+    /// The right spelling of a mistyped address is another address, so
+    /// the message never offers one to copy.
     #[error(
-        "{input:?} has a bad EIP-55 checksum (mixed-case spelling that does not match; mistyped?); \
-         the checksummed spelling of this address is {expected}"
+        "{input:?} has a bad EIP-55 checksum (its mixed-case spelling does not match): \
+         mistyped or altered? Take the address again from its source"
     )]
     Checksum { input: String, expected: String },
 }

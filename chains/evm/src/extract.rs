@@ -15,7 +15,7 @@ use crate::types::{RpcBlock, RpcLog, RpcReceipt};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ExtractError {
-    #[error("a --watch address is not usable: {0}")]
+    #[error("a --watch address is not usable")]
     Address(#[from] AddressError),
     #[error("give at least one --watch address")]
     NothingWatched,

@@ -16,7 +16,7 @@ use crate::scan::{scan, scan_answers, BlockAnswers, ScanError, Tokens};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ExtractError {
-    #[error("a --watch address is not usable: {0}")]
+    #[error("a --watch address is not usable")]
     Address(#[from] AddressError),
     #[error("give at least one --watch address")]
     NothingWatched,
