@@ -34,15 +34,16 @@ if ! command -v curl >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends curl
 fi
 
+# Before the build: it also installs protoc, which the Tron crates need.
+say "installing the local chain nodes if missing (deploy/install-nodes.sh)"
+bash deploy/install-nodes.sh
+
 say "building paywatch"
 cargo build --locked --bin paywatch
 target_dir="$(cargo metadata --format-version 1 --no-deps --locked \
     | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')"
 paywatch="${target_dir:-$repo/target}/debug/paywatch"
 [ -x "$paywatch" ] || die "built binary not found at $paywatch"
-
-say "installing the local chain nodes if missing (deploy/install-nodes.sh)"
-bash deploy/install-nodes.sh
 
 dir="${PAYWATCH_DEVNET_DIR:-$repo/devnet}"
 mkdir -p "$dir/pools"

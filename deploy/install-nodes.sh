@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the real chain nodes the integration tests start (through
 # chains/testkit): Litecoin Core (regtest), ElectrumX over it, and anvil
-# (Foundry's Ethereum dev node).
+# (Foundry's Ethereum dev node); and protoc with Google's well-known protos,
+# which the Tron crates need to build (tron-grpc compiles Tron's protos).
 #
 #   bash deploy/install-nodes.sh
 #
@@ -76,6 +77,14 @@ apt_install() {
         apt-get install -y --no-install-recommends "$@" \
         || die "apt-get install $* failed (see above)"
 }
+
+# --- protoc --------------------------------------------------------------------
+# tron-grpc's build script runs protoc over Tron's protos, which import
+# google/protobuf/any.proto: the compiler alone is not enough.
+if ! command -v protoc >/dev/null 2>&1 || [ ! -f /usr/include/google/protobuf/any.proto ]; then
+    say "installing protoc and the well-known protos (Tron's gRPC is generated at build time)"
+    apt_install protobuf-compiler libprotobuf-dev
+fi
 
 # --- Litecoin Core -----------------------------------------------------------
 if [ -n "${PAYWATCH_LITECOIND:-}" ]; then

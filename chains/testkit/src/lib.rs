@@ -8,7 +8,9 @@ pub use scripted::{ScriptedChain, ScriptedSource};
 pub mod anvil;
 pub mod electrumx;
 pub mod litecoind;
+pub mod tron;
 
 pub use anvil::{AnvilError, AnvilNode, AnvilOptions};
 pub use electrumx::{ElectrumX, ElectrumXOptions};
 pub use litecoind::{Auth, HarnessError, LitecoinNode, NodeOptions};
+pub use tron::{Fault, TronAccount, TronContract, TronNode, TronNodeError, TronNodeOptions, TxId};
