@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use paywatch_core::{Asset, BlockSource, Method, Network, WatchSet};
 use paywatch_evm as evm;
+use paywatch_tron as tron;
 use paywatch_utxo as utxo;
 
 use crate::intents::AddressDeriver;
@@ -38,6 +39,9 @@ pub fn watch_set(network: Network, ns: Option<&NetworkSettings>) -> WatchSet {
     }
     if network == Network::Ethereum {
         set = set.keyed(evm::watch_key());
+    }
+    if network == Network::Tron {
+        set = set.keyed(tron::watch_key());
     }
     if ns.is_some_and(|n| n.source == "electrum") {
         set = set.listing();
@@ -104,7 +108,8 @@ pub fn source(
         ("node", false) if network == Network::Ethereum => {
             Ok(Some(Arc::new(evm_source(ns, watch)?)))
         }
-        (kind, false) if network == Network::Ethereum => Err(ChainSetupError::UnknownSource {
+        ("node", false) if network == Network::Tron => Ok(Some(Arc::new(tron_source(ns, watch)?))),
+        (kind, false) if matches!(network, Network::Ethereum | Network::Tron) => Err(ChainSetupError::UnknownSource {
             network,
             kind: kind.to_owned(),
             available: "devchain, node",
@@ -161,6 +166,56 @@ fn evm_source(
         evm::EvmSetupError::WsUrl(why) => invalid("rpc.ws_url", why),
         other => invalid("rpc", other.to_string()),
     })
+}
+
+/// A java-tron node as `[networks.tron]` describes it.
+fn tron_source(
+    ns: &NetworkSettings,
+    watch: Arc<WatchSet>,
+) -> Result<tron::TronSource, ChainSetupError> {
+    let network = Network::Tron;
+    let invalid = |key, why: String| ChainSetupError::Invalid { network, key, why };
+    if ns.rpc.url.is_empty() {
+        return Err(invalid("rpc.url", "required for source = \"node\"".into()));
+    }
+    if ns.finality != "finalized" && ns.finality != "solidified" {
+        return Err(invalid(
+            "finality",
+            format!(
+                "'{}': Tron payments are final when solidified, and only then",
+                ns.finality
+            ),
+        ));
+    }
+    let cfg = tron::TronConfig {
+        url: ns.rpc.url.clone(),
+        solidity_url: ns.rpc.solidity_url.clone().filter(|u| !u.is_empty()),
+        tokens: tron_tokens(ns)?,
+        blocks_per_request: ns.rpc.blocks_per_request.clamp(1, tron::MAX_BLOCKS_PER_REQUEST),
+        batches_in_flight: ns.rpc.batches_in_flight.max(1),
+        request_timeout: std::time::Duration::from_secs(ns.rpc.timeout_secs.max(1)),
+        ..tron::TronConfig::default()
+    };
+    tron::TronSource::new(cfg, watch).map_err(|e| match e {
+        tron::TronSetupError::Url(why) => invalid("rpc.url", why),
+        tron::TronSetupError::SolidityUrl(why) => invalid("rpc.solidity_url", why),
+        other => invalid("rpc", other.to_string()),
+    })
+}
+
+/// The TRC-20 USDT contract: configured, else mainnet's.
+pub(crate) fn tron_tokens(ns: &NetworkSettings) -> Result<tron::Tokens, ChainSetupError> {
+    let method = Method::new(Asset::Usdt, Network::Tron).expect("a Tron method");
+    let mut tokens = Vec::new();
+    if let Some(contract) = ns.contract(method) {
+        let body = tron::parse_address(&contract).map_err(|e| ChainSetupError::Invalid {
+            network: Network::Tron,
+            key: "contracts",
+            why: format!("USDT: {e}"),
+        })?;
+        tokens.push((Asset::Usdt, body));
+    }
+    Ok(tron::Tokens::new(tokens))
 }
 
 /// USDT and USDC contracts: configured, else mainnet's. A contract that
@@ -224,6 +279,14 @@ pub fn deriver(
         })?;
         return Ok(Some(Arc::new(Bip44Ethereum(account))));
     }
+    if network == Network::Tron {
+        let account = tron::AccountKey::parse(&key.0).map_err(|e| ChainSetupError::Invalid {
+            network,
+            key: "account_key",
+            why: e.to_string(),
+        })?;
+        return Ok(Some(Arc::new(Bip44Tron(account))));
+    }
     if !utxo::Params::serves(network) {
         return Err(ChainSetupError::Invalid {
             network,
@@ -270,5 +333,18 @@ impl AddressDeriver for Bip44Ethereum {
             .receive_address(index)
             .map(|a| evm::storage_form(&a))
             .map_err(|e| e.to_string())
+    }
+}
+
+#[derive(Debug)]
+struct Bip44Tron(tron::AccountKey);
+
+impl AddressDeriver for Bip44Tron {
+    fn network(&self) -> Network {
+        Network::Tron
+    }
+
+    fn derive(&self, index: u32) -> Result<String, String> {
+        self.0.receive_address(index).map_err(|e| e.to_string())
     }
 }

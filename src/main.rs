@@ -150,6 +150,9 @@ fn extract(network: &str, files: &[String], watch: &[String]) -> anyhow::Result<
     if network == Network::Ethereum {
         return extract_ethereum(&blocks, watch);
     }
+    if network == Network::Tron {
+        return extract_tron(&blocks, watch);
+    }
     let found = paywatch_utxo::extract(network, &blocks, watch).context("extract_failed")?;
     let decimals = match network {
         Network::Bitcoin | Network::Litecoin => 8,
@@ -171,6 +174,44 @@ fn extract(network: &str, files: &[String], watch: &[String]) -> anyhow::Result<
     eprintln!(
         "{} payment(s) to {} watched address(es) in {} block file(s)",
         found.len(),
+        watch.len(),
+        files.len()
+    );
+    Ok(())
+}
+
+fn extract_tron(files: &[(String, Vec<u8>)], watch: &[String]) -> anyhow::Result<()> {
+    let report = paywatch_tron::extract(files, watch).context("extract_failed")?;
+    let coin = |t: &paywatch_core::Transfer| match &t.asset {
+        AssetId::Known(a) => {
+            let decimals = Method::new(*a, Network::Tron).map_or(0, |m| m.decimals());
+            (a.as_str().to_owned(), t.amount.to_decimal_string(decimals))
+        }
+        AssetId::Token { contract } => (format!("token:{contract}"), "?".to_owned()),
+    };
+    for p in &report.payments {
+        let t = &p.transfer;
+        let (asset, amount) = coin(t);
+        println!("{} {asset} {} {} {amount}", t.txid, t.to, t.amount);
+    }
+    for p in &report.failed {
+        let t = &p.transfer;
+        eprintln!(
+            "not counted: transaction {} failed ({} {} to {})",
+            t.txid,
+            t.amount,
+            t.asset.code(),
+            t.to
+        );
+    }
+    for block in &report.without_transactions {
+        eprintln!(
+            "block {block}: transaction infos only, so TRX transfers are not visible; add the block's transactions"
+        );
+    }
+    eprintln!(
+        "{} payment(s) to {} watched address(es) in {} file(s)",
+        report.payments.len(),
         watch.len(),
         files.len()
     );

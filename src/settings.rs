@@ -150,6 +150,9 @@ pub struct RpcSettings {
     pub url: String,
     /// Ethereum: ws(s):// endpoint whose newHeads wakes the watcher at once.
     pub ws_url: Option<String>,
+    /// Tron: the WalletSolidity gRPC endpoint (java-tron port 50061) that
+    /// says which blocks are solidified; `url`'s own service when unset.
+    pub solidity_url: Option<String>,
     /// Ethereum: batched requests in flight while catching up.
     #[serde(default = "batches_in_flight")]
     pub batches_in_flight: usize,
@@ -172,6 +175,10 @@ impl fmt::Debug for RpcSettings {
             .field(
                 "ws_url",
                 &self.ws_url.as_deref().map(crate::store::redact_url),
+            )
+            .field(
+                "solidity_url",
+                &self.solidity_url.as_deref().map(crate::store::redact_url),
             )
             .field("cookie_file", &self.cookie_file)
             .field("user", &self.user)
@@ -198,6 +205,7 @@ impl Default for RpcSettings {
         RpcSettings {
             url: String::new(),
             ws_url: None,
+            solidity_url: None,
             batches_in_flight: batches_in_flight(),
             timeout_secs: timeout_secs(),
             cookie_file: None,

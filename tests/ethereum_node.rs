@@ -551,6 +551,43 @@ async fn a_newheads_subscription_wakes_the_watcher_long_before_its_next_poll() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usdt_sent_on_ethereum_to_a_tron_intents_address_is_wrong_network() {
+    let mut w = eth_world(EthOptions {
+        with_tron: true,
+        ..EthOptions::default()
+    })
+    .await;
+    w.daemon.network = paywatch_core::Network::Tron;
+    let tron_intent = w.daemon.create_in("USDT", "order", "tron-usdt", "100").await;
+    w.daemon.network = paywatch_core::Network::Ethereum;
+    let (_, twin) =
+        paywatch::twin::twin(paywatch_core::Network::Tron, &tron_intent.address).unwrap();
+    assert!(twin.starts_with("0x"), "{twin}");
+
+    w.pay_usdt(&twin, STABLE_FOR_100_USD).await;
+    w.finalize().await;
+    let r = w
+        .daemon
+        .wait_for(tron_intent.id, "wrong network", |r| {
+            r.status == Status::NeedsReview
+        })
+        .await;
+    assert_eq!(r.exception, Some(Exception::WrongNetwork), "{:?}", r.reason);
+    assert_eq!(r.amount_final, Amount(0), "it never counts as payment");
+    assert_eq!(
+        w.daemon
+            .count(&format!(
+                "SELECT COUNT(*) FROM transfers WHERE network = 'ethereum' AND to_address = '{twin}'"
+            ))
+            .await,
+        1,
+        "{}",
+        w.daemon.transfers_table().await
+    );
+    assert_eq!(w.daemon.count("SELECT COUNT(*) FROM settlements").await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exact_payment_on_postgres() {
     let node = AnvilNode::start(AnvilOptions::default())
         .await

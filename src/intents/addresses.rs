@@ -73,6 +73,19 @@ pub fn check_shape(network: Network, address: &str) -> Result<(), String> {
                 other => other.to_string(),
             });
     }
+    match network {
+        Network::Ethereum => {
+            return paywatch_evm::parse_address(address)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        }
+        Network::Tron => {
+            return paywatch_tron::parse_address(address)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        }
+        _ => {}
+    }
     const BASE58: &str = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
     let base58 = |s: &str| s.chars().all(|c| BASE58.contains(c));
     let bech32 = |s: &str, hrps: &[&str]| {
@@ -92,12 +105,6 @@ pub fn check_shape(network: Network, address: &str) -> Result<(), String> {
             })
     };
     let ok = match network {
-        Network::Ethereum => {
-            address.len() == 42
-                && address.starts_with("0x")
-                && address[2..].chars().all(|c| c.is_ascii_hexdigit())
-        }
-        Network::Tron => address.len() == 34 && address.starts_with('T') && base58(address),
         Network::Solana => (32..=44).contains(&address.len()) && base58(address),
         Network::Bitcoin => {
             bech32(address, &["bc", "tb", "bcrt"])
@@ -113,8 +120,6 @@ pub fn check_shape(network: Network, address: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(match network {
-            Network::Ethereum => "expected 0x and 40 hex digits".to_owned(),
-            Network::Tron => "expected 34 base58 characters starting with T".to_owned(),
             Network::Solana => "expected a base58 public key of 32 to 44 characters".to_owned(),
             _ => "expected a bech32 (segwit) or base58 address".to_owned(),
         })

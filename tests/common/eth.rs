@@ -46,6 +46,9 @@ pub struct EthOptions {
     pub poll_interval_ms: u64,
     /// Subscribe to newHeads over the node's websocket.
     pub ws: bool,
+    /// Also enable Tron (an in-process dev chain) with derived addresses,
+    /// so Tron intents can be paid on Ethereum by mistake.
+    pub with_tron: bool,
 }
 
 impl Default for EthOptions {
@@ -58,6 +61,7 @@ impl Default for EthOptions {
             confirmations: None,
             poll_interval_ms: 100,
             ws: false,
+            with_tron: false,
         }
     }
 }
@@ -119,6 +123,12 @@ pub fn eth_settings(
     n.account_key = Some(Secret(account_xpub()));
     n.contracts.insert("USDT".into(), contracts.usdt.clone());
     n.contracts.insert("USDC".into(), contracts.usdc.clone());
+    if o.with_tron {
+        let t = s.networks.get_mut("tron").expect("tron settings");
+        t.enabled = true;
+        t.source = "devchain".into();
+        t.account_key = Some(Secret(super::tron::account_xpub()));
+    }
     s
 }
 

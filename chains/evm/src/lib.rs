@@ -6,6 +6,7 @@ mod address;
 mod derive;
 
 pub use address::{checksummed, parse_address, storage_form, AddressError};
+pub use alloy_primitives::Address;
 pub use derive::{AccountKey, DeriveError};
 mod extract;
 mod heads;

@@ -1,0 +1,407 @@
+//! The Tron watcher end to end, through the daemon's own intents, against
+//! the testkit Tron node over real gRPC.
+
+mod common;
+
+use common::tron::{
+    tron_world, TronOptions, TRX_FOR_100_USD, USDT_CONTRACT, USDT_FOR_100_USD,
+};
+use common::Backend;
+use paywatch::reconcile::{Exception, Status};
+use paywatch_core::{Amount, Network};
+use paywatch_testkit::tron::Fault;
+use paywatch_testkit::TronNodeOptions;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exact_trx_and_usdt_payments_confirm_then_pay_once_solidified() {
+    let w = tron_world(TronOptions::default()).await;
+    let trx = w.daemon.order("gpu-trx", "100").await;
+    let usdt = w.daemon.create_in("USDT", "topup", "top-usdt", "100").await;
+    assert_eq!(trx.amount_due, Amount(u128::from(TRX_FOR_100_USD)));
+    assert_eq!(usdt.amount_due, Amount(USDT_FOR_100_USD));
+    for i in [&trx, &usdt] {
+        paywatch_tron::parse_address(&i.address)
+            .unwrap_or_else(|e| panic!("a valid Tron address {}: {e}", i.address));
+    }
+    assert_ne!(trx.address, usdt.address);
+
+    let trx_tx = w.pay_trx(&trx.address, TRX_FOR_100_USD);
+    w.pay_usdt(&usdt.address, USDT_FOR_100_USD);
+    w.node.mine(3).unwrap();
+    for i in [&trx, &usdt] {
+        let seen = w
+            .daemon
+            .wait_for(i.id, "confirming before solidification", |r| {
+                r.status == Status::Confirming && r.amount_pending == r.amount_due
+            })
+            .await;
+        assert_eq!(seen.amount_final, Amount(0));
+    }
+    assert_eq!(
+        w.daemon
+            .count(
+                "SELECT COUNT(*) FROM paywatch_intent_transfers \
+                 WHERE confirmations = 3 AND is_final = 0"
+            )
+            .await,
+        2,
+        "the storefront sees 3 confirmations, not final\n{}",
+        w.daemon.transfers_table().await
+    );
+    assert_eq!(w.daemon.count("SELECT COUNT(*) FROM settlements").await, 0);
+
+    w.solidify();
+    for i in [&trx, &usdt] {
+        let paid = w
+            .daemon
+            .wait_for(i.id, "paid once solidified", |r| r.status == Status::Paid)
+            .await;
+        assert_eq!(paid.exception, None, "{:?}", paid.reason);
+        assert_eq!(paid.amount_final, i.amount_due);
+    }
+    assert_eq!(w.daemon.ctx.store.balance_cents("acct-1").await.unwrap(), 10_000);
+    assert_eq!(
+        w.daemon
+            .count(&format!(
+                "SELECT COUNT(*) FROM transfers WHERE txid = '{}' AND asset = 'TRX' \
+                 AND from_address = '{}'",
+                trx_tx.to_hex(),
+                w.payer().address()
+            ))
+            .await,
+        1,
+        "recorded once, by its txid and sender\n{}",
+        w.daemon.transfers_table().await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_over_late_and_duplicate_payments_are_flagged() {
+    let w = tron_world(TronOptions {
+        expiry_secs: 8,
+        ..TronOptions::default()
+    })
+    .await;
+    let short = w.daemon.create_in("USDT", "order", "short", "100").await;
+    let topup = w.daemon.create("topup", "topup-1", "100").await;
+    let late = w.daemon.create_in("USDT", "order", "late", "100").await;
+
+    w.pay_usdt(&short.address, USDT_FOR_100_USD / 2);
+    w.pay_trx(&topup.address, TRX_FOR_100_USD * 3 / 2);
+    w.solidify();
+    let over = w
+        .daemon
+        .wait_for(topup.id, "paid, overpaid", |i| i.status == Status::Paid)
+        .await;
+    assert_eq!(over.exception, Some(Exception::Overpaid));
+    assert_eq!(over.amount_excess, Amount(u128::from(TRX_FOR_100_USD / 2)));
+
+    w.pay_trx(&topup.address, TRX_FOR_100_USD);
+    w.solidify();
+    let dup = w
+        .daemon
+        .wait_for(topup.id, "needs review for a second payment", |i| {
+            i.status == Status::NeedsReview
+        })
+        .await;
+    assert_eq!(dup.exception, Some(Exception::Duplicate), "{:?}", dup.reason);
+    assert_eq!(
+        w.daemon.ctx.store.balance_cents("acct-1").await.unwrap(),
+        10_000,
+        "credited once"
+    );
+
+    let under = w
+        .daemon
+        .wait_for(short.id, "underpaid at expiry", |i| i.status == Status::NeedsReview)
+        .await;
+    assert_eq!(under.exception, Some(Exception::Underpaid), "{:?}", under.reason);
+
+    w.daemon
+        .wait_for(late.id, "expired", |i| i.status == Status::Expired)
+        .await;
+    // The test node stamps blocks with the wall clock's 3-second slots:
+    // pay clearly after the expiry slot.
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    w.pay_usdt(&late.address, USDT_FOR_100_USD);
+    w.solidify();
+    let paid_late = w
+        .daemon
+        .wait_for(late.id, "paid late", |i| i.status == Status::NeedsReview)
+        .await;
+    assert_eq!(paid_late.exception, Some(Exception::PaidLate), "{:?}", paid_late.reason);
+    assert_eq!(w.daemon.count("SELECT COUNT(*) FROM settlements").await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trx_at_a_usdt_address_and_another_token_are_wrong_asset() {
+    let w = tron_world(TronOptions::default()).await;
+    let usdt = w.daemon.create_in("USDT", "order", "wants-usdt", "100").await;
+    let trx = w.daemon.create_in("TRX", "order", "wants-trx", "100").await;
+    w.pay_trx(&usdt.address, TRX_FOR_100_USD);
+    w.pay_other(&trx.address, 5_000_000);
+    w.solidify();
+    for i in [&usdt, &trx] {
+        let r = w
+            .daemon
+            .wait_for(i.id, "wrong asset", |r| r.status == Status::NeedsReview)
+            .await;
+        assert_eq!(r.exception, Some(Exception::WrongAsset), "{:?}", r.reason);
+        assert_eq!(r.amount_final, Amount(0), "nothing of its own method arrived");
+    }
+    assert_eq!(
+        w.daemon
+            .count(&format!(
+                "SELECT COUNT(*) FROM transfers WHERE asset = 'token:{}' AND amount = 5000000",
+                w.other.address()
+            ))
+            .await,
+        1,
+        "the other token is recorded by its contract\n{}",
+        w.daemon.transfers_table().await
+    );
+    assert_eq!(w.daemon.count("SELECT COUNT(*) FROM settlements").await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_trc20_call_does_not_count_and_a_contract_made_one_does() {
+    let w = tron_world(TronOptions::default()).await;
+    let failed = w.daemon.create_in("USDT", "order", "reverted", "100").await;
+    let by_contract = w.daemon.create_in("USDT", "order", "payout", "100").await;
+    w.node
+        .trc20_transfer_failing(&w.usdt, &w.payer(), &failed.address, USDT_FOR_100_USD)
+        .unwrap();
+    // The calldata names neither the token nor the customer: only the log does.
+    w.node
+        .contract_trc20_transfer(
+            &w.payer_account,
+            &w.payer,
+            &w.usdt,
+            &by_contract.address,
+            USDT_FOR_100_USD,
+        )
+        .unwrap();
+    w.solidify();
+    w.daemon
+        .wait_for(by_contract.id, "paid by a contract", |r| r.status == Status::Paid)
+        .await;
+    let f = w.daemon.intent(failed.id).await;
+    assert_eq!(f.status, Status::AwaitingPayment, "{:?}", f.reason);
+    assert_eq!(f.amount_final, Amount(0));
+    assert_eq!(f.amount_pending, Amount(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usdt_sent_on_tron_to_an_ethereum_intents_address_is_wrong_network() {
+    let mut w = tron_world(TronOptions {
+        with_ethereum: true,
+        ..TronOptions::default()
+    })
+    .await;
+    w.daemon.network = Network::Ethereum;
+    let eth_intent = w.daemon.create_in("USDT", "order", "eth-usdt", "100").await;
+    w.daemon.network = Network::Tron;
+    assert!(eth_intent.address.starts_with("0x"));
+    let (_, twin) = paywatch::twin::twin(Network::Ethereum, &eth_intent.address).unwrap();
+
+    // The customer's wallet shows the same key on Tron; they pay there.
+    w.pay_usdt(&twin, USDT_FOR_100_USD);
+    w.solidify();
+    let r = w
+        .daemon
+        .wait_for(eth_intent.id, "wrong network", |r| r.status == Status::NeedsReview)
+        .await;
+    assert_eq!(r.exception, Some(Exception::WrongNetwork), "{:?}", r.reason);
+    let reason = r.reason.unwrap_or_default();
+    assert!(reason.contains("tron"), "{reason}");
+    assert_eq!(
+        w.daemon
+            .count(&format!(
+                "SELECT COUNT(*) FROM transfers WHERE network = 'tron' AND to_address = '{twin}' \
+                 AND asset = 'USDT'"
+            ))
+            .await,
+        1,
+        "recorded on Tron at the twin\n{}",
+        w.daemon.transfers_table().await
+    );
+    assert_eq!(w.daemon.count("SELECT COUNT(*) FROM settlements").await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reorg_before_solidification_moves_then_drops_the_payment_and_nothing_is_credited_twice() {
+    let w = tron_world(TronOptions::default()).await;
+    let i = w.daemon.create_in("USDT", "order", "reorged", "100").await;
+    let tx = w.pay_usdt(&i.address, USDT_FOR_100_USD);
+    let tip = w.node.mine(2).unwrap();
+    let first_height = w.node.tx_height(&tx).unwrap();
+    w.daemon
+        .wait_for(i.id, "confirming", |r| r.status == Status::Confirming)
+        .await;
+    w.daemon.wait_cursor(tip).await;
+
+    // Another branch takes the last 2 blocks: the payment lands 2 higher.
+    let tip = w.node.reorg(2, &[vec![], vec![], vec![tx.clone()]]).unwrap();
+    assert_eq!(w.node.tx_height(&tx), Some(first_height + 2));
+    w.daemon.wait_cursor(tip).await;
+    let moved = w
+        .daemon
+        .wait_for(i.id, "still confirming at its new height", |r| {
+            r.status == Status::Confirming && r.amount_pending == r.amount_due
+        })
+        .await;
+    assert_eq!(moved.amount_final, Amount(0));
+    assert_eq!(
+        w.daemon
+            .count("SELECT COUNT(*) FROM transfers WHERE orphaned_at IS NOT NULL")
+            .await,
+        1,
+        "the first sighting is orphaned\n{}",
+        w.daemon.transfers_table().await
+    );
+
+    // A third branch drops it for good: the intent waits again.
+    let tip = w.node.reorg(3, &[vec![], vec![], vec![], vec![]]).unwrap();
+    w.daemon.wait_cursor(tip).await;
+    let back = w
+        .daemon
+        .wait_for(i.id, "awaiting again", |r| r.status == Status::AwaitingPayment)
+        .await;
+    assert_eq!(back.amount_pending, Amount(0));
+
+    // The customer's wallet sends again; it pays once, when solidified.
+    w.pay_usdt(&i.address, USDT_FOR_100_USD);
+    w.solidify();
+    w.daemon
+        .wait_for(i.id, "paid after the reorgs", |r| r.status == Status::Paid)
+        .await;
+    assert_eq!(
+        w.daemon
+            .count("SELECT COUNT(*) FROM transfers WHERE orphaned_at IS NULL")
+            .await,
+        1,
+        "one live transfer\n{}",
+        w.daemon.transfers_table().await
+    );
+    assert_eq!(w.daemon.count("SELECT COUNT(*) FROM settlements").await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_while_catching_up_loses_nothing_and_credits_once() {
+    let mut w = tron_world(TronOptions::default()).await;
+    let mut intents = Vec::new();
+    for n in 0..10 {
+        let asset = ["TRX", "USDT"][n % 2];
+        intents.push(
+            w.daemon
+                .create_in(asset, "topup", &format!("catchup-{n}"), "100")
+                .await,
+        );
+    }
+    let start = w.node.tip();
+    w.daemon.wait_cursor(start).await;
+    w.daemon.stop().await;
+    for (n, intent) in intents.iter().enumerate() {
+        if n % 2 == 0 {
+            w.pay_trx(&intent.address, TRX_FOR_100_USD);
+        } else {
+            w.pay_usdt(&intent.address, USDT_FOR_100_USD);
+        }
+        w.node.fill_blocks(100, 20).unwrap();
+    }
+    let end = w.node.mine(25).unwrap();
+
+    w.daemon.start_again().await;
+    w.daemon.wait_cursor(start + 400).await;
+    w.daemon.crash();
+    w.daemon.start_again().await;
+    for i in &intents {
+        w.daemon
+            .wait_for(i.id, "paid after catching up", |r| r.status == Status::Paid)
+            .await;
+    }
+    w.daemon.wait_cursor(end).await;
+    let ours: Vec<String> = intents.iter().map(|i| format!("'{}'", i.address)).collect();
+    assert_eq!(
+        w.daemon
+            .count(&format!(
+                "SELECT COUNT(*) FROM transfers WHERE orphaned_at IS NULL AND to_address IN ({})",
+                ours.join(",")
+            ))
+            .await,
+        10,
+        "every payment recorded exactly once"
+    );
+    assert_eq!(w.daemon.count("SELECT COUNT(*) FROM settlements").await, 10);
+    assert_eq!(
+        w.daemon.ctx.store.balance_cents("acct-1").await.unwrap(),
+        10 * 10_000
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unavailable_or_inconsistent_node_degrades_the_watcher_and_nothing_is_recorded() {
+    let w = tron_world(TronOptions::default()).await;
+    let i = w.daemon.create_in("USDT", "order", "faults", "100").await;
+
+    w.node.set_fault(Fault::Unavailable);
+    w.pay_usdt(&i.address, USDT_FOR_100_USD);
+    w.node.mine(1).unwrap();
+    let s = w.daemon.wait_chain_state("degraded").await;
+    assert!(
+        s.last_error.as_deref().is_some_and(|e| e.contains("Unavailable") || e.contains("unavailable")),
+        "{s:?}"
+    );
+
+    // Answers that do not connect: infos of another block, parents unknown.
+    w.node.set_fault(Fault::Disconnected);
+    w.node.mine(1).unwrap();
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    assert_eq!(
+        w.daemon.count("SELECT COUNT(*) FROM transfers").await,
+        0,
+        "nothing from an inconsistent answer is recorded\n{}",
+        w.daemon.transfers_table().await
+    );
+
+    w.node.set_fault(Fault::None);
+    w.daemon.wait_chain_state("running").await;
+    w.solidify();
+    w.daemon
+        .wait_for(i.id, "paid once the node is well", |r| r.status == Status::Paid)
+        .await;
+    assert_eq!(
+        w.daemon.count("SELECT COUNT(*) FROM transfers").await,
+        1,
+        "{}",
+        w.daemon.transfers_table().await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exact_payment_on_postgres_with_a_node_restart() {
+    let mut w = tron_world(TronOptions {
+        backend: Backend::Postgres,
+        node: TronNodeOptions {
+            genesis_number: 70_000_000,
+            ..TronNodeOptions::default()
+        },
+        ..TronOptions::default()
+    })
+    .await;
+    let i = w.daemon.create_in("USDT", "topup", "pg-usdt", "100").await;
+    w.node.stop().await.unwrap();
+    w.daemon.wait_chain_state("degraded").await;
+    w.node.start_again().await.unwrap();
+    w.pay_usdt(&i.address, USDT_FOR_100_USD);
+    w.solidify();
+    w.daemon
+        .wait_for(i.id, "paid on PostgreSQL", |r| r.status == Status::Paid)
+        .await;
+    assert_eq!(w.daemon.ctx.store.balance_cents("acct-1").await.unwrap(), 10_000);
+    assert_eq!(
+        w.usdt.address(),
+        USDT_CONTRACT,
+        "paid through the default mainnet contract"
+    );
+}
