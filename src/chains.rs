@@ -109,11 +109,13 @@ pub fn source(
             Ok(Some(Arc::new(evm_source(ns, watch)?)))
         }
         ("node", false) if network == Network::Tron => Ok(Some(Arc::new(tron_source(ns, watch)?))),
-        (kind, false) if matches!(network, Network::Ethereum | Network::Tron) => Err(ChainSetupError::UnknownSource {
-            network,
-            kind: kind.to_owned(),
-            available: "devchain, node",
-        }),
+        (kind, false) if matches!(network, Network::Ethereum | Network::Tron) => {
+            Err(ChainSetupError::UnknownSource {
+                network,
+                kind: kind.to_owned(),
+                available: "devchain, node",
+            })
+        }
         (kind, true) => Err(ChainSetupError::UnknownSource {
             network,
             kind: kind.to_owned(),
@@ -191,7 +193,10 @@ fn tron_source(
         url: ns.rpc.url.clone(),
         solidity_url: ns.rpc.solidity_url.clone().filter(|u| !u.is_empty()),
         tokens: tron_tokens(ns)?,
-        blocks_per_request: ns.rpc.blocks_per_request.clamp(1, tron::MAX_BLOCKS_PER_REQUEST),
+        blocks_per_request: ns
+            .rpc
+            .blocks_per_request
+            .clamp(1, tron::MAX_BLOCKS_PER_REQUEST),
         batches_in_flight: ns.rpc.batches_in_flight.max(1),
         request_timeout: std::time::Duration::from_secs(ns.rpc.timeout_secs.max(1)),
         ..tron::TronConfig::default()

@@ -45,13 +45,25 @@ mod tests {
         // TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t is 41a614f803b6fd780986a42c78ec9c7f77e6ded13c.
         let eth = "0xa614f803b6fd780986a42c78ec9c7f77e6ded13c";
         let tron = "TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t";
-        assert_eq!(twin(Network::Ethereum, eth), Some((Network::Tron, tron.to_owned())));
-        assert_eq!(twin(Network::Tron, tron), Some((Network::Ethereum, eth.to_owned())));
+        assert_eq!(
+            twin(Network::Ethereum, eth),
+            Some((Network::Tron, tron.to_owned()))
+        );
+        assert_eq!(
+            twin(Network::Tron, tron),
+            Some((Network::Ethereum, eth.to_owned()))
+        );
     }
 
     #[test]
     fn only_ethereum_and_tron_have_twins() {
-        assert_eq!(twin(Network::Bitcoin, "bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq"), None);
+        assert_eq!(
+            twin(
+                Network::Bitcoin,
+                "bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq"
+            ),
+            None
+        );
         assert_eq!(twin_network(Network::Solana), None);
         assert_eq!(twin(Network::Tron, "not an address"), None);
     }

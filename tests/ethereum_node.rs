@@ -558,7 +558,10 @@ async fn usdt_sent_on_ethereum_to_a_tron_intents_address_is_wrong_network() {
     })
     .await;
     w.daemon.network = paywatch_core::Network::Tron;
-    let tron_intent = w.daemon.create_in("USDT", "order", "tron-usdt", "100").await;
+    let tron_intent = w
+        .daemon
+        .create_in("USDT", "order", "tron-usdt", "100")
+        .await;
     w.daemon.network = paywatch_core::Network::Ethereum;
     let (_, twin) =
         paywatch::twin::twin(paywatch_core::Network::Tron, &tron_intent.address).unwrap();

@@ -170,7 +170,10 @@ fn extract_reads_ethereum_receipts_and_prints_log_index_asset_and_amounts() {
         out.lines().any(|l| l.contains(" log:91 token:0xc02aaa39b223fe8d0a0e5c4f27ead9083c756cc2 0x1f2f10d1c40777ae1da742455c65828ff36df387 122127150248624128 ?")),
         "{out}"
     );
-    assert!(err.contains("receipts only, so ETH values are not visible"), "{err}");
+    assert!(
+        err.contains("receipts only, so ETH values are not visible"),
+        "{err}"
+    );
 
     // A mistyped checksum is refused, and no spelling is offered to copy.
     let (code, _, err) = extract(&[

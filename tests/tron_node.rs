@@ -3,9 +3,7 @@
 
 mod common;
 
-use common::tron::{
-    tron_world, TronOptions, TRX_FOR_100_USD, USDT_CONTRACT, USDT_FOR_100_USD,
-};
+use common::tron::{tron_world, TronOptions, TRX_FOR_100_USD, USDT_CONTRACT, USDT_FOR_100_USD};
 use common::Backend;
 use paywatch::reconcile::{Exception, Status};
 use paywatch_core::{Amount, Network};
@@ -59,7 +57,10 @@ async fn exact_trx_and_usdt_payments_confirm_then_pay_once_solidified() {
         assert_eq!(paid.exception, None, "{:?}", paid.reason);
         assert_eq!(paid.amount_final, i.amount_due);
     }
-    assert_eq!(w.daemon.ctx.store.balance_cents("acct-1").await.unwrap(), 10_000);
+    assert_eq!(
+        w.daemon.ctx.store.balance_cents("acct-1").await.unwrap(),
+        10_000
+    );
     assert_eq!(
         w.daemon
             .count(&format!(
@@ -104,7 +105,12 @@ async fn under_over_late_and_duplicate_payments_are_flagged() {
             i.status == Status::NeedsReview
         })
         .await;
-    assert_eq!(dup.exception, Some(Exception::Duplicate), "{:?}", dup.reason);
+    assert_eq!(
+        dup.exception,
+        Some(Exception::Duplicate),
+        "{:?}",
+        dup.reason
+    );
     assert_eq!(
         w.daemon.ctx.store.balance_cents("acct-1").await.unwrap(),
         10_000,
@@ -113,9 +119,16 @@ async fn under_over_late_and_duplicate_payments_are_flagged() {
 
     let under = w
         .daemon
-        .wait_for(short.id, "underpaid at expiry", |i| i.status == Status::NeedsReview)
+        .wait_for(short.id, "underpaid at expiry", |i| {
+            i.status == Status::NeedsReview
+        })
         .await;
-    assert_eq!(under.exception, Some(Exception::Underpaid), "{:?}", under.reason);
+    assert_eq!(
+        under.exception,
+        Some(Exception::Underpaid),
+        "{:?}",
+        under.reason
+    );
 
     w.daemon
         .wait_for(late.id, "expired", |i| i.status == Status::Expired)
@@ -129,14 +142,22 @@ async fn under_over_late_and_duplicate_payments_are_flagged() {
         .daemon
         .wait_for(late.id, "paid late", |i| i.status == Status::NeedsReview)
         .await;
-    assert_eq!(paid_late.exception, Some(Exception::PaidLate), "{:?}", paid_late.reason);
+    assert_eq!(
+        paid_late.exception,
+        Some(Exception::PaidLate),
+        "{:?}",
+        paid_late.reason
+    );
     assert_eq!(w.daemon.count("SELECT COUNT(*) FROM settlements").await, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trx_at_a_usdt_address_and_another_token_are_wrong_asset() {
     let w = tron_world(TronOptions::default()).await;
-    let usdt = w.daemon.create_in("USDT", "order", "wants-usdt", "100").await;
+    let usdt = w
+        .daemon
+        .create_in("USDT", "order", "wants-usdt", "100")
+        .await;
     let trx = w.daemon.create_in("TRX", "order", "wants-trx", "100").await;
     w.pay_trx(&usdt.address, TRX_FOR_100_USD);
     w.pay_other(&trx.address, 5_000_000);
@@ -147,7 +168,11 @@ async fn trx_at_a_usdt_address_and_another_token_are_wrong_asset() {
             .wait_for(i.id, "wrong asset", |r| r.status == Status::NeedsReview)
             .await;
         assert_eq!(r.exception, Some(Exception::WrongAsset), "{:?}", r.reason);
-        assert_eq!(r.amount_final, Amount(0), "nothing of its own method arrived");
+        assert_eq!(
+            r.amount_final,
+            Amount(0),
+            "nothing of its own method arrived"
+        );
     }
     assert_eq!(
         w.daemon
@@ -183,7 +208,9 @@ async fn a_failed_trc20_call_does_not_count_and_a_contract_made_one_does() {
         .unwrap();
     w.solidify();
     w.daemon
-        .wait_for(by_contract.id, "paid by a contract", |r| r.status == Status::Paid)
+        .wait_for(by_contract.id, "paid by a contract", |r| {
+            r.status == Status::Paid
+        })
         .await;
     let f = w.daemon.intent(failed.id).await;
     assert_eq!(f.status, Status::AwaitingPayment, "{:?}", f.reason);
@@ -209,7 +236,9 @@ async fn usdt_sent_on_tron_to_an_ethereum_intents_address_is_wrong_network() {
     w.solidify();
     let r = w
         .daemon
-        .wait_for(eth_intent.id, "wrong network", |r| r.status == Status::NeedsReview)
+        .wait_for(eth_intent.id, "wrong network", |r| {
+            r.status == Status::NeedsReview
+        })
         .await;
     assert_eq!(r.exception, Some(Exception::WrongNetwork), "{:?}", r.reason);
     let reason = r.reason.unwrap_or_default();
@@ -229,7 +258,8 @@ async fn usdt_sent_on_tron_to_an_ethereum_intents_address_is_wrong_network() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_reorg_before_solidification_moves_then_drops_the_payment_and_nothing_is_credited_twice() {
+async fn a_reorg_before_solidification_moves_then_drops_the_payment_and_nothing_is_credited_twice()
+{
     let w = tron_world(TronOptions::default()).await;
     let i = w.daemon.create_in("USDT", "order", "reorged", "100").await;
     let tx = w.pay_usdt(&i.address, USDT_FOR_100_USD);
@@ -241,7 +271,7 @@ async fn a_reorg_before_solidification_moves_then_drops_the_payment_and_nothing_
     w.daemon.wait_cursor(tip).await;
 
     // Another branch takes the last 2 blocks: the payment lands 2 higher.
-    let tip = w.node.reorg(2, &[vec![], vec![], vec![tx.clone()]]).unwrap();
+    let tip = w.node.reorg(2, &[vec![], vec![], vec![tx]]).unwrap();
     assert_eq!(w.node.tx_height(&tx), Some(first_height + 2));
     w.daemon.wait_cursor(tip).await;
     let moved = w
@@ -265,7 +295,9 @@ async fn a_reorg_before_solidification_moves_then_drops_the_payment_and_nothing_
     w.daemon.wait_cursor(tip).await;
     let back = w
         .daemon
-        .wait_for(i.id, "awaiting again", |r| r.status == Status::AwaitingPayment)
+        .wait_for(i.id, "awaiting again", |r| {
+            r.status == Status::AwaitingPayment
+        })
         .await;
     assert_eq!(back.amount_pending, Amount(0));
 
@@ -349,7 +381,9 @@ async fn an_unavailable_or_inconsistent_node_degrades_the_watcher_and_nothing_is
     w.node.mine(1).unwrap();
     let s = w.daemon.wait_chain_state("degraded").await;
     assert!(
-        s.last_error.as_deref().is_some_and(|e| e.contains("Unavailable") || e.contains("unavailable")),
+        s.last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("Unavailable") || e.contains("unavailable")),
         "{s:?}"
     );
 
@@ -368,7 +402,9 @@ async fn an_unavailable_or_inconsistent_node_degrades_the_watcher_and_nothing_is
     w.daemon.wait_chain_state("running").await;
     w.solidify();
     w.daemon
-        .wait_for(i.id, "paid once the node is well", |r| r.status == Status::Paid)
+        .wait_for(i.id, "paid once the node is well", |r| {
+            r.status == Status::Paid
+        })
         .await;
     assert_eq!(
         w.daemon.count("SELECT COUNT(*) FROM transfers").await,
@@ -398,7 +434,10 @@ async fn exact_payment_on_postgres_with_a_node_restart() {
     w.daemon
         .wait_for(i.id, "paid on PostgreSQL", |r| r.status == Status::Paid)
         .await;
-    assert_eq!(w.daemon.ctx.store.balance_cents("acct-1").await.unwrap(), 10_000);
+    assert_eq!(
+        w.daemon.ctx.store.balance_cents("acct-1").await.unwrap(),
+        10_000
+    );
     assert_eq!(
         w.usdt.address(),
         USDT_CONTRACT,

@@ -130,7 +130,9 @@ impl TronWorld {
     }
 
     pub fn pay_trx(&self, to: &str, sun: u64) -> TxId {
-        self.node.send_trx(&self.payer(), to, sun).expect("TRX sent")
+        self.node
+            .send_trx(&self.payer(), to, sun)
+            .expect("TRX sent")
     }
 
     pub fn pay_usdt(&self, to: &str, units: u128) -> TxId {

@@ -291,8 +291,7 @@ async fn fetch_range(
             .into_inner()
             .block
     };
-    let mut expected = from;
-    for b in &blocks {
+    for (expected, b) in (from..).zip(&blocks) {
         let got = block_ref(b, None)?.height;
         if got != expected {
             return Err(SourceError::Transient(format!(
@@ -300,7 +299,6 @@ async fn fetch_range(
                 shared.host
             )));
         }
-        expected += 1;
     }
 
     let mut infos: Vec<Option<Vec<TransactionInfo>>> = vec![None; blocks.len()];
@@ -314,7 +312,9 @@ async fn fetch_range(
             next += 1;
             if wanted {
                 let s = shared.clone();
-                calls.spawn(async move { Ok::<_, SourceError>((height, infos_of(&s, height).await?)) });
+                calls.spawn(
+                    async move { Ok::<_, SourceError>((height, infos_of(&s, height).await?)) },
+                );
             }
         }
         if let Some(done) = calls.join_next().await {
