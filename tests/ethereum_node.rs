@@ -587,6 +587,17 @@ async fn usdt_sent_on_ethereum_to_a_tron_intents_address_is_wrong_network() {
         "{}",
         w.daemon.transfers_table().await
     );
+    assert_eq!(
+        w.daemon
+            .count(&format!(
+                "SELECT COUNT(*) FROM paywatch_intent_transfers WHERE intent_id = {} \
+                 AND network = 'ethereum' AND counts_toward_intent = 0",
+                tron_intent.id
+            ))
+            .await,
+        1,
+        "the storefront sees it among the intent's transfers, not counting"
+    );
     assert_eq!(w.daemon.count("SELECT COUNT(*) FROM settlements").await, 0);
 }
 

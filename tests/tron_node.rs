@@ -254,6 +254,17 @@ async fn usdt_sent_on_tron_to_an_ethereum_intents_address_is_wrong_network() {
         "recorded on Tron at the twin\n{}",
         w.daemon.transfers_table().await
     );
+    assert_eq!(
+        w.daemon
+            .count(&format!(
+                "SELECT COUNT(*) FROM paywatch_intent_transfers WHERE intent_id = {} \
+                 AND network = 'tron' AND to_address = '{twin}' AND counts_toward_intent = 0",
+                eth_intent.id
+            ))
+            .await,
+        1,
+        "the storefront sees it among the intent's transfers, not counting"
+    );
     assert_eq!(w.daemon.count("SELECT COUNT(*) FROM settlements").await, 0);
 }
 

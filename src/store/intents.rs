@@ -123,8 +123,8 @@ impl Store {
     ) -> Result<i64, StoreError> {
         let sql = self.sql(
             "INSERT INTO intents (kind, reference, account, asset, network, address, decimals, amount_due, \
-             usd_cents, rate_usd, rate_source, rate_at, created_at, expires_at, status, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, NUM($8), $9, $10, $11, $12, $13, $14, 'awaiting_payment', $13) \
+             usd_cents, rate_usd, rate_source, rate_at, created_at, expires_at, status, updated_at, twin_address) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, NUM($8), $9, $10, $11, $12, $13, $14, 'awaiting_payment', $13, $15) \
              RETURNING id",
         );
         let row = sqlx::query(&sql)
@@ -142,6 +142,7 @@ impl Store {
             .bind(new.rate_at_ms)
             .bind(new.created_at_ms)
             .bind(new.expires_at_ms)
+            .bind(crate::twin::twin(new.method.network(), new.address).map(|(_, a)| a))
             .fetch_one(&mut **tx)
             .await?;
         let id: i64 = row.try_get("id")?;

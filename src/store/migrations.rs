@@ -31,6 +31,11 @@ const POSTGRES: Embedded = &[
         "transfers by height",
         include_str!("../../migrations/postgres/0004_transfers_by_height.sql"),
     ),
+    (
+        5,
+        "twin addresses",
+        include_str!("../../migrations/postgres/0005_twin_addresses.sql"),
+    ),
 ];
 const SQLITE: Embedded = &[
     (
@@ -52,6 +57,11 @@ const SQLITE: Embedded = &[
         4,
         "transfers by height",
         include_str!("../../migrations/sqlite/0004_transfers_by_height.sql"),
+    ),
+    (
+        5,
+        "twin addresses",
+        include_str!("../../migrations/sqlite/0005_twin_addresses.sql"),
     ),
 ];
 

@@ -72,7 +72,38 @@ impl Store {
 
     /// Applies every migration not yet applied. Safe to call at each start.
     pub async fn migrate(&self) -> Result<(), StoreError> {
-        migrations::run(&self.pool, self.dialect).await
+        migrations::run(&self.pool, self.dialect).await?;
+        self.backfill_twin_addresses().await
+    }
+
+    /// Intents issued before twin addresses were kept get theirs: the
+    /// encoding lives in the chain crates, not in SQL. Only rows still
+    /// missing one are touched, so this is cheap at every start.
+    async fn backfill_twin_addresses(&self) -> Result<(), StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, network, address FROM intents \
+             WHERE twin_address IS NULL AND network IN ('ethereum', 'tron')",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        for r in rows {
+            let id: i64 = r.try_get("id")?;
+            let network: String = r.try_get("network")?;
+            let address: String = r.try_get("address")?;
+            let Some((_, twin)) = network
+                .parse()
+                .ok()
+                .and_then(|n| crate::twin::twin(n, &address))
+            else {
+                continue;
+            };
+            sqlx::query("UPDATE intents SET twin_address = $1 WHERE id = $2")
+                .bind(twin)
+                .bind(id)
+                .execute(&self.pool)
+                .await?;
+        }
+        Ok(())
     }
 
     pub fn dialect(&self) -> Dialect {

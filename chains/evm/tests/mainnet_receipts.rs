@@ -231,7 +231,11 @@ fn bad_input_is_refused_with_the_reason() {
         &["0x1Ca5aa5b1dd8d948bb0971a5fb1762fe172e0040".to_owned()],
     )
     .unwrap_err();
-    assert!(err.to_string().contains("checksum"), "{err}");
+    let cause = std::error::Error::source(&err)
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    assert!(err.to_string().contains("--watch"), "{err}");
+    assert!(cause.contains("checksum"), "{cause}");
     let block_only = br#"{"number":"0x1","hash":"0x92dabfa3f61ff1c349d12f5fd0dd4c99760a0a41b77dee8f0a80f83efdcb307b","parentHash":"0x2af1ab84a4e79f58be9b35b77968f792a842866f0f94fed37521ecca17c7f442","timestamp":"0x1","transactions":[]}"#;
     let err = extract(&[("block.json".into(), block_only.to_vec())], &watch).unwrap_err();
     assert!(err.to_string().contains("no receipts given"), "{err}");

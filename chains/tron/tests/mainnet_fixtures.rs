@@ -485,7 +485,11 @@ fn bad_input_is_refused_with_the_reason() {
     let mut typo = trx.to.clone();
     typo.replace_range(5..6, if &typo[5..6] == "z" { "y" } else { "z" });
     let err = extract(&all_files(), &[typo]).unwrap_err();
-    assert!(err.to_string().contains("checksum"), "{err}");
+    let cause = std::error::Error::source(&err)
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    assert!(err.to_string().contains("--watch"), "{err}");
+    assert!(cause.contains("checksum"), "{cause}");
 
     let mut info = read(USDT_INFO);
     info["receipt"]["result"] = "MAYBE".into();
