@@ -171,6 +171,24 @@ pub(crate) fn classify_error(e: TransportError) -> CallError {
     }
 }
 
+/// Whether a batch's failed answers, taken together, refuse its size: one
+/// size error anywhere (geth answers a too-large batch with one error and
+/// leaves the other calls unanswered), or no call answered at all with every
+/// one missing (a single error object with a null id answers none of them).
+pub(crate) fn size_refusal<'a>(errors: impl Iterator<Item = &'a CallError>) -> Option<String> {
+    let mut all_missing = true;
+    let mut any = false;
+    for e in errors {
+        any = true;
+        match e {
+            CallError::TooLarge(why) => return Some(why.clone()),
+            CallError::Transport(why) if why.contains("missing response") => {}
+            _ => all_missing = false,
+        }
+    }
+    (any && all_missing).then(|| "the node answered none of the batch's calls".to_owned())
+}
+
 fn names_a_size_limit(message: &str) -> bool {
     let m = message.to_ascii_lowercase();
     [

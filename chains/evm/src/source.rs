@@ -363,22 +363,31 @@ impl Shared {
 }
 
 /// Heights `from..from+count`, as far as the node has them, with what each
-/// block paid. Halves the batch while the node refuses its size.
+/// block paid. Halves the batch while the node refuses its size, and still
+/// covers the whole range (in smaller batches), so the read-ahead behind it
+/// has no gap.
 async fn fetch_range(
     shared: Arc<Shared>,
     from: u64,
     count: usize,
 ) -> Result<Vec<Fetched>, SourceError> {
-    let mut count = count.max(1);
-    loop {
-        match fetch_batch(&shared, from, count).await {
+    let want = count.max(1);
+    let mut size = want;
+    let mut out: Vec<Fetched> = Vec::with_capacity(want);
+    while out.len() < want {
+        let ask = size.min(want - out.len());
+        match fetch_batch(&shared, from + out.len() as u64, ask).await {
             Ok(fetched) => {
-                shared.accepted(count);
-                return Ok(fetched);
+                shared.accepted(ask);
+                let got = fetched.len();
+                out.extend(fetched);
+                if got < ask {
+                    break; // the chain ends here
+                }
             }
-            Err(Refusal::TooLarge(why)) if count > 1 => {
-                count = shared.refused(count);
-                debug!(%why, blocks = count, "node refused the batch size; asking for fewer blocks");
+            Err(Refusal::TooLarge(why)) if ask > 1 => {
+                size = shared.refused(ask);
+                debug!(%why, blocks = size, "node refused the batch size; asking for fewer blocks");
             }
             Err(Refusal::TooLarge(why)) => {
                 return Err(SourceError::Transient(format!(
@@ -389,6 +398,7 @@ async fn fetch_range(
             Err(Refusal::Other(e)) => return Err(e),
         }
     }
+    Ok(out)
 }
 
 enum Refusal {
@@ -414,6 +424,9 @@ async fn fetch_batch(shared: &Shared, from: u64, count: usize) -> Result<Vec<Fet
         .batch::<_, Option<RpcBlock>>("eth_getBlockByNumber", &heights)
         .await
         .map_err(|e| shared.refusal("eth_getBlockByNumber", e))?;
+    if let Some(why) = crate::rpc::size_refusal(answers.iter().filter_map(|a| a.as_ref().err())) {
+        return Err(Refusal::TooLarge(why));
+    }
     let mut blocks = Vec::with_capacity(count);
     for (i, answer) in answers.into_iter().enumerate() {
         let wanted = from + i as u64;
@@ -476,31 +489,59 @@ async fn fetch_batch(shared: &Shared, from: u64, count: usize) -> Result<Vec<Fet
             }
         }
     }
-    batch.send().await.map_err(|e| shared.refusal("batch", e))?;
+    // Blocks without transactions need no second round trip.
+    if logs.iter().any(Option::is_some) {
+        batch.send().await.map_err(|e| shared.refusal("batch", e))?;
+    }
+
+    // Every answer first, judged together: geth refuses a big batch by
+    // answering one call with "batch too large" and leaving the rest
+    // unanswered, which must read as too large, not as a broken connection.
+    let mut receipt_answers = Vec::with_capacity(receipts.len());
+    for (block, tx, w) in receipts {
+        receipt_answers.push((block, tx, w.await.map_err(crate::rpc::classify_error)));
+    }
+    let mut log_answers = Vec::with_capacity(logs.len());
+    for w in logs {
+        log_answers.push(match w {
+            Some(w) => w.await.map_err(crate::rpc::classify_error),
+            None => Ok(Vec::new()),
+        });
+    }
+    let mut trace_answers = Vec::with_capacity(traces.len());
+    for w in traces {
+        trace_answers.push(match w {
+            Some(w) => Some(w.await.map_err(crate::rpc::classify_error)),
+            None if shared.cfg.traces => Some(Ok(Vec::new())),
+            None => None,
+        });
+    }
+    let errors = receipt_answers
+        .iter()
+        .filter_map(|(_, _, a)| a.as_ref().err())
+        .chain(log_answers.iter().filter_map(|a| a.as_ref().err()))
+        .chain(
+            trace_answers
+                .iter()
+                .flatten()
+                .filter_map(|a| a.as_ref().err()),
+        );
+    if let Some(why) = crate::rpc::size_refusal(errors) {
+        return Err(Refusal::TooLarge(why));
+    }
 
     let mut succeeded: HashMap<B256, HashMap<B256, bool>> = HashMap::new();
-    for (block, tx, w) in receipts {
-        let receipt = w.await.map_err(|e| {
-            shared.refusal("eth_getTransactionReceipt", crate::rpc::classify_error(e))
-        })?;
+    for (block, tx, answer) in receipt_answers {
+        let receipt = answer.map_err(|e| shared.refusal("eth_getTransactionReceipt", e))?;
         record_receipt(succeeded.entry(block).or_default(), block, tx, receipt)
             .map_err(Refusal::Other)?;
     }
     let mut out = Vec::with_capacity(blocks.len());
-    for ((block, logs), traces) in blocks.into_iter().zip(logs).zip(traces) {
-        let logs = match logs {
-            Some(w) => w
-                .await
-                .map_err(|e| shared.refusal("eth_getLogs", crate::rpc::classify_error(e)))?,
-            None => Vec::new(),
-        };
-        let traces = match traces {
-            Some(w) => Some(w.await.map_err(|e| {
-                shared.refusal("debug_traceBlockByHash", crate::rpc::classify_error(e))
-            })?),
-            None if shared.cfg.traces => Some(Vec::new()),
-            None => None,
-        };
+    for ((block, logs), traces) in blocks.into_iter().zip(log_answers).zip(trace_answers) {
+        let logs = logs.map_err(|e| shared.refusal("eth_getLogs", e))?;
+        let traces = traces
+            .transpose()
+            .map_err(|e| shared.refusal("debug_traceBlockByHash", e))?;
         out.push(Fetched {
             succeeded: succeeded.remove(&block.hash).unwrap_or_default(),
             block,

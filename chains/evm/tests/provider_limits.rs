@@ -1,0 +1,415 @@
+//! The source behind a provider that refuses big batches: a JSON-RPC proxy
+//! in front of a real anvil refuses every request of more than [`LIMIT`]
+//! calls, and the source must shrink its batches, catch up through every
+//! block with every payment, and never fail or stall on the refusals.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use paywatch_core::{Asset, AssetId, BlockSource, Network, WatchSet};
+use paywatch_evm::{parse_address, watch_key, EvmConfig, EvmSource, Tokens};
+use paywatch_testkit::anvil::{ACCOUNTS, CHAIN_ID};
+use paywatch_testkit::{AnvilNode, AnvilOptions};
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+
+/// Most JSON-RPC calls the proxy lets through in one request.
+const LIMIT: usize = 7;
+
+/// How the proxy says no to a request of more than [`LIMIT`] calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refusal {
+    /// HTTP 413 with an empty body, as a reverse proxy or load balancer does.
+    Http413,
+    /// HTTP 200 with a -32005 "batch size limit exceeded" error for every
+    /// call, each under its call's id.
+    ErrorPerCall,
+    /// geth's `--rpc.batch-request-limit`: HTTP 200 with an array of one
+    /// -32600 "batch too large" error under the first call's id, and no
+    /// answer for the other calls.
+    GethStyle,
+}
+
+/// What the proxy saw, in the order it arrived.
+#[derive(Debug, Default)]
+struct Seen {
+    /// Calls per request and whether the request was let through.
+    requests: Vec<(usize, bool)>,
+    /// Heights asked for with `eth_getBlockByNumber` in requests let through.
+    heights: Vec<u64>,
+}
+
+impl Seen {
+    fn refused(&self) -> Vec<usize> {
+        self.requests
+            .iter()
+            .filter(|(_, ok)| !ok)
+            .map(|(n, _)| *n)
+            .collect()
+    }
+
+    fn forwarded(&self) -> Vec<usize> {
+        self.requests
+            .iter()
+            .filter(|(_, ok)| *ok)
+            .map(|(n, _)| *n)
+            .collect()
+    }
+}
+
+/// An HTTP/1.1 JSON-RPC proxy on 127.0.0.1 in front of `upstream`.
+struct Proxy {
+    url: String,
+    seen: Arc<Mutex<Seen>>,
+    accept: JoinHandle<()>,
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}
+
+impl Proxy {
+    async fn start(upstream: String, refusal: Refusal) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let http = reqwest_alloy::Client::new();
+        let shared = seen.clone();
+        let accept = tokio::spawn(async move {
+            while let Ok((conn, _)) = listener.accept().await {
+                let (upstream, http, seen) = (upstream.clone(), http.clone(), shared.clone());
+                tokio::spawn(async move {
+                    if let Err(e) = serve(conn, &upstream, &http, &seen, refusal).await {
+                        eprintln!("proxy connection: {e}");
+                    }
+                });
+            }
+        });
+        Proxy { url, seen, accept }
+    }
+
+    fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
+        self.seen.lock().unwrap()
+    }
+}
+
+/// Requests on one keep-alive connection, one after the other, until the
+/// client closes it.
+async fn serve(
+    mut conn: TcpStream,
+    upstream: &str,
+    http: &reqwest_alloy::Client,
+    seen: &Mutex<Seen>,
+    refusal: Refusal,
+) -> Result<(), String> {
+    let mut buf = Vec::new();
+    loop {
+        let head_len = loop {
+            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+            if !read_more(&mut conn, &mut buf).await? {
+                return Ok(());
+            }
+        };
+        let head = String::from_utf8_lossy(&buf[..head_len]).into_owned();
+        let body_len = head
+            .lines()
+            .filter_map(|l| l.split_once(':'))
+            .find(|(name, _)| name.trim().eq_ignore_ascii_case("content-length"))
+            .and_then(|(_, v)| v.trim().parse::<usize>().ok())
+            .ok_or_else(|| format!("a request without Content-Length: {head}"))?;
+        while buf.len() < head_len + body_len {
+            if !read_more(&mut conn, &mut buf).await? {
+                return Err("the client closed the connection mid-request".into());
+            }
+        }
+        let body: Vec<u8> = buf.drain(..head_len + body_len).skip(head_len).collect();
+        let (status, answer) = answer(body, upstream, http, seen, refusal).await?;
+        let reason = match status {
+            200 => "OK",
+            413 => "Payload Too Large",
+            _ => "Whatever",
+        };
+        let mut out = format!(
+            "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            answer.len()
+        )
+        .into_bytes();
+        out.extend_from_slice(&answer);
+        conn.write_all(&out).await.map_err(|e| e.to_string())?;
+    }
+}
+
+/// False when the peer closed the connection.
+async fn read_more(conn: &mut TcpStream, buf: &mut Vec<u8>) -> Result<bool, String> {
+    let mut chunk = [0u8; 16 * 1024];
+    let n = conn.read(&mut chunk).await.map_err(|e| e.to_string())?;
+    buf.extend_from_slice(&chunk[..n]);
+    Ok(n > 0)
+}
+
+/// The refusal for a request of more than [`LIMIT`] calls, else anvil's answer.
+async fn answer(
+    body: Vec<u8>,
+    upstream: &str,
+    http: &reqwest_alloy::Client,
+    seen: &Mutex<Seen>,
+    refusal: Refusal,
+) -> Result<(u16, Vec<u8>), String> {
+    let request: Value = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
+    let calls: Vec<&Value> = match &request {
+        Value::Array(calls) => calls.iter().collect(),
+        single => vec![single],
+    };
+    let refused = calls.len() > LIMIT;
+    {
+        let mut seen = seen.lock().unwrap();
+        seen.requests.push((calls.len(), !refused));
+        if !refused {
+            seen.heights.extend(
+                calls
+                    .iter()
+                    .filter(|c| c["method"] == "eth_getBlockByNumber")
+                    .filter_map(|c| c["params"][0].as_str())
+                    .filter_map(|h| u64::from_str_radix(h.strip_prefix("0x")?, 16).ok()),
+            );
+        }
+    }
+    if refused {
+        let error = |id: &Value, code: i64, message: &str| json!({ "jsonrpc": "2.0", "id": id, "error": { "code": code, "message": message } });
+        return Ok(match refusal {
+            Refusal::Http413 => (413, Vec::new()),
+            Refusal::ErrorPerCall => {
+                let errors: Vec<Value> = calls
+                    .iter()
+                    .map(|c| error(&c["id"], -32005, "batch size limit exceeded"))
+                    .collect();
+                (200, serde_json::to_vec(&errors).unwrap())
+            }
+            Refusal::GethStyle => {
+                let errors = [error(&calls[0]["id"], -32600, "batch too large")];
+                (200, serde_json::to_vec(&errors).unwrap())
+            }
+        });
+    }
+    let response = http
+        .post(upstream)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| format!("anvil: {e}"))?;
+    let status = response.status().as_u16();
+    let answer = response.bytes().await.map_err(|e| format!("anvil: {e}"))?;
+    Ok((status, answer.to_vec()))
+}
+
+const W1: &str = "0x00000000000000000000000000000000000000aa";
+const W2: &str = "0x00000000000000000000000000000000000000bb";
+const UNWATCHED: &str = "0x00000000000000000000000000000000000000cc";
+
+/// A payment the source must find: height, txid, asset, amount, payee.
+type Payment = (u64, String, AssetId, u128, String);
+
+/// The height `tx` was mined at, once it is.
+async fn mined_at(node: &AnvilNode, tx: &str) -> u64 {
+    let receipt = node.receipt(tx).await.unwrap();
+    let number = receipt["blockNumber"].as_str().unwrap();
+    u64::from_str_radix(number.trim_start_matches("0x"), 16).unwrap()
+}
+
+/// 120 blocks with payments to watched addresses: alone in a row of
+/// consecutive blocks, several in one block, and in the last block, with
+/// payments to an unwatched address among them.
+async fn chain(node: &AnvilNode) -> (Tokens, Vec<Payment>) {
+    let usdt = node
+        .deploy_token("Tether", "USDT", 1_000_000_000)
+        .await
+        .unwrap();
+    let tokens = Tokens::new([(Asset::Usdt, parse_address(&usdt).unwrap())]);
+    let eth = AssetId::Known(Asset::Eth);
+    let tok = AssetId::Known(Asset::Usdt);
+    let mut paid = Vec::new();
+    node.mine(9).await.unwrap();
+
+    // Payments in consecutive blocks: their logs, traces and receipts alone
+    // are more than LIMIT calls for a few blocks.
+    for (i, (to, token)) in [
+        (W1, false),
+        (W2, false),
+        (W1, true),
+        (W1, false),
+        (W2, false),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let amount = 1_000 + i as u128;
+        let tx = if token {
+            node.token_transfer(&usdt, ACCOUNTS[0], to, amount).await
+        } else {
+            node.send_eth(ACCOUNTS[1], to, amount).await
+        }
+        .unwrap();
+        let asset = if token { tok.clone() } else { eth.clone() };
+        paid.push((mined_at(node, &tx).await, tx, asset, amount, to.into()));
+    }
+    let tx = node.send_eth(ACCOUNTS[1], UNWATCHED, 5).await.unwrap();
+    mined_at(node, &tx).await;
+    node.mine(30).await.unwrap();
+
+    // Several payments in one block.
+    node.set_automine(false).await.unwrap();
+    let mut pending = Vec::new();
+    for (i, (from, to)) in [(ACCOUNTS[2], W1), (ACCOUNTS[3], W2), (ACCOUNTS[4], W1)]
+        .into_iter()
+        .enumerate()
+    {
+        let amount = 2_000 + i as u128;
+        pending.push((
+            node.send_eth(from, to, amount).await.unwrap(),
+            eth.clone(),
+            amount,
+            to,
+        ));
+    }
+    let tx = node
+        .token_transfer(&usdt, ACCOUNTS[0], W2, 3_000)
+        .await
+        .unwrap();
+    pending.push((tx, tok.clone(), 3_000, W2));
+    node.send_eth(ACCOUNTS[5], UNWATCHED, 6).await.unwrap();
+    let height = node.mine(1).await.unwrap();
+    node.set_automine(true).await.unwrap();
+    for (tx, asset, amount, to) in pending {
+        assert_eq!(mined_at(node, &tx).await, height);
+        paid.push((height, tx, asset, amount, to.into()));
+    }
+
+    let tip = node.mine(119 - height).await.unwrap();
+    assert_eq!(tip, 119);
+    let tx = node.send_eth(ACCOUNTS[6], W2, 4_000).await.unwrap();
+    assert_eq!(mined_at(node, &tx).await, 120);
+    paid.push((120, tx, eth, 4_000, W2.into()));
+    (tokens, paid)
+}
+
+async fn catches_up_behind_a_provider_that_refuses(refusal: Refusal) {
+    let node = AnvilNode::start(AnvilOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("anvil: {e}"));
+    let (tokens, mut expected) = chain(&node).await;
+    let proxy = Proxy::start(node.url(), refusal).await;
+    let watch = WatchSet::new(Network::Ethereum).keyed(watch_key());
+    watch.extend([W1, W2]);
+    let src = EvmSource::new(
+        EvmConfig {
+            url: proxy.url.clone(),
+            chain_id: Some(CHAIN_ID),
+            tokens,
+            traces: true,
+            blocks_per_request: 50,
+            batches_in_flight: 2,
+            request_timeout: Duration::from_secs(10),
+            ..EvmConfig::default()
+        },
+        Arc::new(watch),
+    )
+    .unwrap();
+
+    // Every block from the genesis on, each once, without an error: a
+    // refusal the source does not adapt to fails the test here, a stall
+    // at the timeout.
+    let (tip, blocks) = tokio::time::timeout(Duration::from_secs(20), async {
+        let tip = src.tip().await.unwrap();
+        let mut blocks = Vec::new();
+        for h in 0..=tip.height {
+            let b = src
+                .block(h)
+                .await
+                .unwrap_or_else(|e| panic!("block {h} ({refusal:?}): {e}"))
+                .unwrap_or_else(|| panic!("no block {h} of {} ({refusal:?})", tip.height));
+            blocks.push(b);
+        }
+        assert!(src.block(tip.height + 1).await.unwrap().is_none());
+        (tip, blocks)
+    })
+    .await
+    .unwrap_or_else(|_| panic!("catching up stalled ({refusal:?}): {:?}", proxy.seen()));
+
+    assert_eq!(tip.height, 120);
+    for (h, b) in blocks.iter().enumerate() {
+        assert_eq!(b.block.height, h as u64);
+        assert_eq!(b.block.hash, node.block_hash(h as u64).await.unwrap());
+        if h > 0 {
+            assert_eq!(b.block.parent, blocks[h - 1].block.hash, "block {h}");
+        }
+    }
+    let mut found: Vec<Payment> = blocks
+        .iter()
+        .flat_map(|b| {
+            b.transfers.iter().map(|t| {
+                assert!(t.success, "{t:?}");
+                (
+                    b.block.height,
+                    t.txid.clone(),
+                    t.asset.clone(),
+                    t.amount.0,
+                    t.to.clone(),
+                )
+            })
+        })
+        .collect();
+    found.sort();
+    expected.sort();
+    assert_eq!(found, expected, "{refusal:?}");
+
+    let seen = proxy.seen();
+    let refused = seen.refused();
+    let forwarded = seen.forwarded();
+    let mut heights = seen.heights.clone();
+    heights.sort_unstable();
+    let asked = heights.len();
+    heights.dedup();
+    eprintln!(
+        "{refusal:?}: {} requests, {} refused {refused:?}; forwarded {forwarded:?}; \
+         {asked} block heights asked for, {} distinct",
+        seen.requests.len(),
+        refused.len(),
+        heights.len()
+    );
+    // The first ask was the configured 50 blocks, and the provider said no.
+    assert!(refused.contains(&50), "{refused:?}");
+    // Everything let through was within the limit, by construction; the
+    // source still asked for several blocks at a time, not one by one.
+    assert!(forwarded.iter().all(|n| *n <= LIMIT));
+    assert!(forwarded.iter().any(|n| *n > LIMIT / 2), "{forwarded:?}");
+    // It settled below the limit rather than bouncing off it: most requests
+    // got through, and far fewer than one per block were needed.
+    assert!(refused.len() < forwarded.len(), "{:?}", seen.requests);
+    assert!(seen.requests.len() < 121, "{:?}", seen.requests);
+    // Every height was fetched, and the one past the tip once asked for.
+    assert_eq!(heights, (0..=121).collect::<Vec<u64>>());
+}
+
+#[tokio::test]
+async fn batches_shrink_when_the_provider_answers_http_413() {
+    catches_up_behind_a_provider_that_refuses(Refusal::Http413).await;
+}
+
+#[tokio::test]
+async fn batches_shrink_when_the_provider_answers_an_error_per_call() {
+    catches_up_behind_a_provider_that_refuses(Refusal::ErrorPerCall).await;
+}
+
+/// geth answers one call (the first) with "batch too large" and leaves the
+/// others unanswered: the batch's answers must be judged together.
+#[tokio::test]
+async fn batches_shrink_when_the_provider_answers_like_geth() {
+    catches_up_behind_a_provider_that_refuses(Refusal::GethStyle).await;
+}
