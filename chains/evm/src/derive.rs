@@ -1,6 +1,9 @@
-//! BIP44 Ethereum receive addresses (m/44'/60'/account'/0/index) from an
-//! account-level extended public key, so paywatch can hand out fresh
-//! addresses without ever holding a private key.
+//! BIP44 receive addresses for Ethereum-family chains
+//! (m/44'/coin'/account'/0/index) from an account-level extended public
+//! key, so paywatch can hand out fresh addresses without ever holding a
+//! private key. Ethereum (coin type 60) is the default; other chains whose
+//! addresses are Ethereum key hashes, such as Tron (195), pass their own
+//! [`Bip44Coin`] and encode the 20-byte key hash themselves.
 
 use std::fmt;
 use std::sync::OnceLock;
@@ -10,13 +13,30 @@ use bitcoin::base58;
 use bitcoin::bip32::{ChildNumber, Xpub};
 use bitcoin::secp256k1::{Secp256k1, VerifyOnly};
 
-/// BIP32 version bytes bitcoin's decoder understands; Ethereum wallets
-/// export the account key as an xpub, and either derives the same addresses.
+/// A BIP44 coin whose addresses are keccak256 key hashes: its name, for
+/// error messages, and its SLIP-44 coin type, the `coin'` of
+/// m/44'/coin'/account'.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bip44Coin {
+    /// The chain's name as error messages show it, e.g. "Ethereum".
+    pub chain: &'static str,
+    /// The SLIP-44 coin type, e.g. 60 for Ethereum.
+    pub coin_type: u32,
+}
+
+/// Ethereum, m/44'/60'/account'.
+pub const ETHEREUM: Bip44Coin = Bip44Coin {
+    chain: "Ethereum",
+    coin_type: 60,
+};
+
+/// BIP32 version bytes bitcoin's decoder understands; wallets export the
+/// account key as an xpub, and either derives the same addresses.
 const XPUB: [u8; 4] = [0x04, 0x88, 0xb2, 0x1e];
 const TPUB: [u8; 4] = [0x04, 0x35, 0x87, 0xcf];
 /// Length of a serialized BIP32 extended key.
 const EXTENDED_KEY_LEN: usize = 78;
-/// Depth of an account node, m/44'/60'/account'.
+/// Depth of an account node, m/44'/coin'/account'.
 const ACCOUNT_DEPTH: u8 = 3;
 /// First hardened child index.
 const HARDENED: u32 = 1 << 31;
@@ -74,42 +94,87 @@ fn secp() -> &'static Secp256k1<VerifyOnly> {
 }
 
 /// Why an account key was rejected or an address could not be derived.
-/// Shows at most the first 8 characters of the key.
+/// Shows at most the first 8 characters of the key. Errors about the key
+/// carry the [`Bip44Coin`] it was parsed for, to name the chain and path.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum DeriveError {
-    #[error("the Ethereum account key is empty; expected an xpub of m/44'/60'/account'")]
-    Empty,
     #[error(
-        "the Ethereum account key {key} is not base58: {found:?} is not a base58 character \
-         (mistyped?)"
+        "the {chain} account key is empty; expected an xpub of m/44'/{coin_type}'/account'",
+        chain = .coin.chain,
+        coin_type = .coin.coin_type
     )]
-    Base58Character { key: String, found: char },
+    Empty { coin: Bip44Coin },
     #[error(
-        "the Ethereum account key {key} has a bad base58check checksum (mistyped or truncated?)"
+        "the {chain} account key {key} is not base58: {found:?} is not a base58 character \
+         (mistyped?)",
+        chain = .coin.chain
     )]
-    Checksum { key: String },
-    #[error("the Ethereum account key {key} decodes to {length} bytes, expected 78 (truncated?)")]
-    Length { key: String, length: usize },
+    Base58Character {
+        coin: Bip44Coin,
+        key: String,
+        found: char,
+    },
     #[error(
-        "the Ethereum account key {key} is an extended private key ({kind}); give the account's \
-         extended public key (xpub) instead, and treat this private key as exposed"
+        "the {chain} account key {key} has a bad base58check checksum (mistyped or truncated?)",
+        chain = .coin.chain
     )]
-    PrivateKey { key: String, kind: String },
-    #[error("the Ethereum account key {key} is a {found} key; expected an xpub or tpub")]
-    WrongVersion { key: String, found: String },
-    #[error("the Ethereum account key {key} holds an invalid public key")]
-    InvalidKey { key: String },
+    Checksum { coin: Bip44Coin, key: String },
     #[error(
-        "the Ethereum account key {key} has depth {depth}; expected depth 3, the account-level \
-         key of m/44'/60'/account'"
+        "the {chain} account key {key} decodes to {length} bytes, expected 78 (truncated?)",
+        chain = .coin.chain
     )]
-    WrongDepth { key: String, depth: u8 },
+    Length {
+        coin: Bip44Coin,
+        key: String,
+        length: usize,
+    },
     #[error(
-        "the Ethereum account key {key} is not a hardened account node (its child number is \
-         {child}, expected account' of m/44'/60'/account')"
+        "the {chain} account key {key} is an extended private key ({kind}); give the account's \
+         extended public key (xpub) instead, and treat this private key as exposed",
+        chain = .coin.chain
     )]
-    NotHardened { key: String, child: u32 },
+    PrivateKey {
+        coin: Bip44Coin,
+        key: String,
+        kind: String,
+    },
+    #[error(
+        "the {chain} account key {key} is a {found} key; expected an xpub or tpub",
+        chain = .coin.chain
+    )]
+    WrongVersion {
+        coin: Bip44Coin,
+        key: String,
+        found: String,
+    },
+    #[error(
+        "the {chain} account key {key} holds an invalid public key",
+        chain = .coin.chain
+    )]
+    InvalidKey { coin: Bip44Coin, key: String },
+    #[error(
+        "the {chain} account key {key} has depth {depth}; expected depth 3, the account-level \
+         key of m/44'/{coin_type}'/account'",
+        chain = .coin.chain,
+        coin_type = .coin.coin_type
+    )]
+    WrongDepth {
+        coin: Bip44Coin,
+        key: String,
+        depth: u8,
+    },
+    #[error(
+        "the {chain} account key {key} is not a hardened account node (its child number is \
+         {child}, expected account' of m/44'/{coin_type}'/account')",
+        chain = .coin.chain,
+        coin_type = .coin.coin_type
+    )]
+    NotHardened {
+        coin: Bip44Coin,
+        key: String,
+        child: u32,
+    },
     #[error(
         "address index {index} is a hardened index; receive addresses need an index below 2147483648"
     )]
@@ -118,13 +183,14 @@ pub enum DeriveError {
     Derivation { index: u32 },
 }
 
-/// An account-level extended public key, the m/44'/60'/account' node of a
-/// BIP44 Ethereum wallet, from which receive addresses are derived.
+/// An account-level extended public key, the m/44'/coin'/account' node of
+/// a BIP44 wallet (Ethereum's unless parsed with [`AccountKey::parse_for`]),
+/// from which receive addresses are derived.
 #[derive(Clone)]
 pub struct AccountKey {
-    /// The account node m/44'/60'/account'.
+    /// The account node m/44'/coin'/account'.
     account: Xpub,
-    /// Its external (receive) chain m/44'/60'/account'/0.
+    /// Its external (receive) chain m/44'/coin'/account'/0.
     external: Xpub,
 }
 
@@ -137,30 +203,40 @@ impl fmt::Debug for AccountKey {
 }
 
 impl AccountKey {
-    /// Parses an account-level extended public key (m/44'/60'/account'),
-    /// given with xpub (mainnet) or tpub (testnet) version bytes; both
-    /// derive the same Ethereum addresses. The key must have depth 3 and a
-    /// hardened child number. Surrounding whitespace is ignored.
+    /// Parses an Ethereum account-level extended public key
+    /// (m/44'/60'/account'); see [`AccountKey::parse_for`].
     pub fn parse(s: &str) -> Result<AccountKey, DeriveError> {
+        Self::parse_for(s, ETHEREUM)
+    }
+
+    /// Parses an account-level extended public key (m/44'/coin'/account')
+    /// of `coin`, given with xpub (mainnet) or tpub (testnet) version bytes;
+    /// both derive the same addresses. The key must have depth 3 and a
+    /// hardened child number. Surrounding whitespace is ignored. Errors
+    /// name `coin`'s chain and coin type.
+    pub fn parse_for(s: &str, coin: Bip44Coin) -> Result<AccountKey, DeriveError> {
         let text = s.trim();
         if text.is_empty() {
-            return Err(DeriveError::Empty);
+            return Err(DeriveError::Empty { coin });
         }
         let key = || key_prefix(text);
 
         let mut data = base58::decode_check(text).map_err(|e| match e {
             base58::Error::Decode(c) => DeriveError::Base58Character {
+                coin,
                 key: key(),
                 found: char::from(c.invalid_base58_character()),
             },
             base58::Error::TooShort(t) => DeriveError::Length {
+                coin,
                 key: key(),
                 length: t.invalid_base58_length(),
             },
-            _ => DeriveError::Checksum { key: key() },
+            _ => DeriveError::Checksum { coin, key: key() },
         })?;
         if data.len() != EXTENDED_KEY_LEN {
             return Err(DeriveError::Length {
+                coin,
                 key: key(),
                 length: data.len(),
             });
@@ -169,41 +245,51 @@ impl AccountKey {
         version.copy_from_slice(&data[..4]);
         if version == TPUB {
             // Present it as an xpub: the network byte plays no part in
-            // Ethereum addresses.
+            // key-hash addresses.
             data[..4].copy_from_slice(&XPUB);
         } else if version != XPUB {
             let (found, private) = describe_version(version);
             return Err(if private {
                 DeriveError::PrivateKey {
+                    coin,
                     key: key(),
                     kind: found,
                 }
             } else {
-                DeriveError::WrongVersion { key: key(), found }
+                DeriveError::WrongVersion {
+                    coin,
+                    key: key(),
+                    found,
+                }
             });
         }
-        let account = Xpub::decode(&data).map_err(|_| DeriveError::InvalidKey { key: key() })?;
+        let invalid = || DeriveError::InvalidKey { coin, key: key() };
+        let account = Xpub::decode(&data).map_err(|_| invalid())?;
         if account.depth != ACCOUNT_DEPTH {
             return Err(DeriveError::WrongDepth {
+                coin,
                 key: key(),
                 depth: account.depth,
             });
         }
         if !account.child_number.is_hardened() {
             return Err(DeriveError::NotHardened {
+                coin,
                 key: key(),
                 child: u32::from(account.child_number),
             });
         }
         let external = account
             .ckd_pub(secp(), ChildNumber::Normal { index: 0 })
-            .map_err(|_| DeriveError::InvalidKey { key: key() })?;
+            .map_err(|_| invalid())?;
         Ok(AccountKey { account, external })
     }
 
-    /// The receive address at m/44'/60'/account'/0/index: keccak256 of the
-    /// uncompressed public key (without its 0x04 prefix), last 20 bytes.
-    pub fn receive_address(&self, index: u32) -> Result<Address, DeriveError> {
+    /// The key hash of the receive address at m/44'/coin'/account'/0/index:
+    /// keccak256 of the uncompressed public key (without its 0x04 prefix),
+    /// last 20 bytes. This is the whole Ethereum address, and the body of
+    /// a Tron one.
+    pub fn receive_key_hash(&self, index: u32) -> Result<[u8; 20], DeriveError> {
         if index >= HARDENED {
             return Err(DeriveError::HardenedIndex { index });
         }
@@ -213,7 +299,15 @@ impl AccountKey {
             .map_err(|_| DeriveError::Derivation { index })?;
         let uncompressed = child.public_key.serialize_uncompressed();
         let hash = keccak256(&uncompressed[1..]);
-        Ok(Address::from_slice(&hash[12..]))
+        let mut body = [0u8; 20];
+        body.copy_from_slice(&hash[12..]);
+        Ok(body)
+    }
+
+    /// The Ethereum receive address at m/44'/coin'/account'/0/index, the
+    /// [`AccountKey::receive_key_hash`] as an [`Address`].
+    pub fn receive_address(&self, index: u32) -> Result<Address, DeriveError> {
+        self.receive_key_hash(index).map(Address::from)
     }
 
     /// [`AccountKey::receive_address`] in its EIP-55 checksummed spelling.
@@ -397,6 +491,7 @@ mod tests {
         assert_eq!(
             e,
             DeriveError::Checksum {
+                coin: ETHEREUM,
                 key: format!("{}…", &ANVIL_ACCOUNT_XPUB[..8])
             }
         );
@@ -417,6 +512,7 @@ mod tests {
         assert_eq!(
             e,
             DeriveError::Base58Character {
+                coin: ETHEREUM,
                 key: "xpub6C0O".into(),
                 found: '0'
             }
@@ -436,7 +532,10 @@ mod tests {
         assert!(matches!(e, DeriveError::Length { length: 6, .. }), "{e:?}");
         assert!(e.to_string().contains("expected 78"), "{e}");
 
-        assert_eq!(AccountKey::parse("  ").unwrap_err(), DeriveError::Empty);
+        assert_eq!(
+            AccountKey::parse("  ").unwrap_err(),
+            DeriveError::Empty { coin: ETHEREUM }
+        );
 
         let account = xpub_at(NetworkKind::Main, "m/44'/60'/0'");
         let zpub = with_version(account.encode(), [0x04, 0xb2, 0x47, 0x46]);
@@ -488,5 +587,62 @@ mod tests {
         assert!(debug.len() < 60, "{debug}");
         assert!(debug.contains(&key.fingerprint()), "{debug}");
         assert!(!debug.contains(&ANVIL_ACCOUNT_XPUB[4..20]), "{debug}");
+    }
+
+    #[test]
+    fn key_hashes_are_the_addresses_bytes() {
+        let key = AccountKey::parse(ANVIL_ACCOUNT_XPUB).unwrap();
+        for index in [0u32, 3, HARDENED - 1] {
+            let hash = key.receive_key_hash(index).unwrap();
+            assert_eq!(Address::from(hash), key.receive_address(index).unwrap());
+        }
+        assert_eq!(
+            key.receive_key_hash(HARDENED).unwrap_err(),
+            DeriveError::HardenedIndex { index: HARDENED }
+        );
+    }
+
+    #[test]
+    fn errors_name_ethereum_and_coin_type_60() {
+        let unhardened = xpub_at(NetworkKind::Main, "m/44'/60'/0").to_string();
+        let chain = xpub_at(NetworkKind::Main, "m/44'/60'/0'/0").to_string();
+        for text in ["", "xpub6C0O", unhardened.as_str(), chain.as_str()] {
+            let msg = AccountKey::parse(text).unwrap_err().to_string();
+            assert!(msg.starts_with("the Ethereum account key"), "{msg}");
+        }
+        let msg = AccountKey::parse(&chain).unwrap_err().to_string();
+        assert!(msg.contains("key of m/44'/60'/account'"), "{msg}");
+        assert_eq!(
+            AccountKey::parse("").unwrap_err().to_string(),
+            "the Ethereum account key is empty; expected an xpub of m/44'/60'/account'"
+        );
+    }
+
+    #[test]
+    fn parse_for_names_the_given_coin() {
+        const OTHER: Bip44Coin = Bip44Coin {
+            chain: "Other",
+            coin_type: 9,
+        };
+        let e = AccountKey::parse_for(" ", OTHER).unwrap_err();
+        assert_eq!(e, DeriveError::Empty { coin: OTHER });
+        assert_eq!(
+            e.to_string(),
+            "the Other account key is empty; expected an xpub of m/44'/9'/account'"
+        );
+        let unhardened = xpub_at(NetworkKind::Main, "m/44'/60'/0").to_string();
+        let msg = AccountKey::parse_for(&unhardened, OTHER)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.starts_with("the Other account key") && msg.contains("m/44'/9'/account')"),
+            "{msg}"
+        );
+        // The coin only names errors: any account node derives the same.
+        let key = AccountKey::parse_for(ANVIL_ACCOUNT_XPUB, OTHER).unwrap();
+        assert_eq!(
+            key.receive_address_checksummed(0).unwrap(),
+            ANVIL_ADDRESSES[0]
+        );
     }
 }

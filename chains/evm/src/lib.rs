@@ -7,7 +7,7 @@ mod derive;
 
 pub use address::{checksummed, parse_address, storage_form, AddressError};
 pub use alloy_primitives::Address;
-pub use derive::{AccountKey, DeriveError};
+pub use derive::{AccountKey, Bip44Coin, DeriveError, ETHEREUM};
 mod extract;
 mod heads;
 mod rpc;

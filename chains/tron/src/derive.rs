@@ -1,136 +1,31 @@
 //! BIP44 Tron receive addresses (m/44'/195'/account'/0/index) from an
 //! account-level extended public key, so paywatch can hand out fresh
 //! addresses without ever holding a private key.
+//!
+//! A Tron address is an Ethereum key hash behind the 0x41 prefix, so the
+//! key parsing and derivation are paywatch-evm's, run for coin type 195;
+//! only the T-address encoding lives here.
 
 use std::fmt;
-use std::sync::OnceLock;
 
-use alloy_primitives::keccak256;
-use bitcoin::base58;
-use bitcoin::bip32::{ChildNumber, Xpub};
-use bitcoin::secp256k1::{Secp256k1, VerifyOnly};
+use paywatch_evm::{AccountKey as EvmAccountKey, Bip44Coin};
 
-/// BIP32 version bytes bitcoin's decoder understands; Tron wallets
-/// export the account key as an xpub, and either derives the same addresses.
-const XPUB: [u8; 4] = [0x04, 0x88, 0xb2, 0x1e];
-const TPUB: [u8; 4] = [0x04, 0x35, 0x87, 0xcf];
-/// Length of a serialized BIP32 extended key.
-const EXTENDED_KEY_LEN: usize = 78;
-/// Depth of an account node, m/44'/195'/account'.
-const ACCOUNT_DEPTH: u8 = 3;
-/// First hardened child index.
-const HARDENED: u32 = 1 << 31;
-/// How much of a key is echoed in an error message.
-const KEY_PREFIX_CHARS: usize = 8;
+pub use paywatch_evm::DeriveError;
 
-/// Names of other BIP32/SLIP-132 version bytes, for error messages.
-/// `true` marks private key versions, so a pasted private key is called one.
-const OTHER_VERSIONS: &[([u8; 4], &str, bool)] = &[
-    ([0x04, 0x9d, 0x7c, 0xb2], "ypub", false),
-    ([0x04, 0xb2, 0x47, 0x46], "zpub", false),
-    ([0x04, 0x4a, 0x52, 0x62], "upub", false),
-    ([0x04, 0x5f, 0x1c, 0xf6], "vpub", false),
-    ([0x01, 0x9d, 0xa4, 0x62], "Ltub", false),
-    ([0x01, 0xb2, 0x6e, 0xf6], "Mtub", false),
-    ([0x04, 0x88, 0xad, 0xe4], "xprv", true),
-    ([0x04, 0x35, 0x83, 0x94], "tprv", true),
-    ([0x04, 0x9d, 0x78, 0x78], "yprv", true),
-    ([0x04, 0xb2, 0x43, 0x0c], "zprv", true),
-    ([0x04, 0x4a, 0x4e, 0x28], "uprv", true),
-    ([0x04, 0x5f, 0x18, 0xbc], "vprv", true),
-    ([0x01, 0x9d, 0x9c, 0xfe], "Ltpv", true),
-    ([0x01, 0xb2, 0x67, 0x92], "Mtpv", true),
-];
-
-fn describe_version(version: [u8; 4]) -> (String, bool) {
-    match OTHER_VERSIONS.iter().find(|(v, _, _)| *v == version) {
-        Some(&(_, name, private)) => (name.to_owned(), private),
-        None => (
-            format!(
-                "unknown version 0x{}",
-                version
-                    .iter()
-                    .map(|b| format!("{b:02x}"))
-                    .collect::<String>()
-            ),
-            false,
-        ),
-    }
-}
-
-/// The first few characters of a key, safe to show in an error message.
-fn key_prefix(text: &str) -> String {
-    let prefix: String = text.chars().take(KEY_PREFIX_CHARS).collect();
-    if text.chars().count() > KEY_PREFIX_CHARS {
-        format!("{prefix}…")
-    } else {
-        prefix
-    }
-}
-
-fn secp() -> &'static Secp256k1<VerifyOnly> {
-    static SECP: OnceLock<Secp256k1<VerifyOnly>> = OnceLock::new();
-    SECP.get_or_init(Secp256k1::verification_only)
-}
-
-/// Why an account key was rejected or an address could not be derived.
-/// Shows at most the first 8 characters of the key.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum DeriveError {
-    #[error("the Tron account key is empty; expected an xpub of m/44'/195'/account'")]
-    Empty,
-    #[error(
-        "the Tron account key {key} is not base58: {found:?} is not a base58 character \
-         (mistyped?)"
-    )]
-    Base58Character { key: String, found: char },
-    #[error("the Tron account key {key} has a bad base58check checksum (mistyped or truncated?)")]
-    Checksum { key: String },
-    #[error("the Tron account key {key} decodes to {length} bytes, expected 78 (truncated?)")]
-    Length { key: String, length: usize },
-    #[error(
-        "the Tron account key {key} is an extended private key ({kind}); give the account's \
-         extended public key (xpub) instead, and treat this private key as exposed"
-    )]
-    PrivateKey { key: String, kind: String },
-    #[error("the Tron account key {key} is a {found} key; expected an xpub or tpub")]
-    WrongVersion { key: String, found: String },
-    #[error("the Tron account key {key} holds an invalid public key")]
-    InvalidKey { key: String },
-    #[error(
-        "the Tron account key {key} has depth {depth}; expected depth 3, the account-level \
-         key of m/44'/195'/account'"
-    )]
-    WrongDepth { key: String, depth: u8 },
-    #[error(
-        "the Tron account key {key} is not a hardened account node (its child number is \
-         {child}, expected account' of m/44'/195'/account')"
-    )]
-    NotHardened { key: String, child: u32 },
-    #[error(
-        "address index {index} is a hardened index; receive addresses need an index below 2147483648"
-    )]
-    HardenedIndex { index: u32 },
-    #[error("key derivation failed at address index {index}; skip to the next index")]
-    Derivation { index: u32 },
-}
+/// Tron, m/44'/195'/account'.
+pub const TRON: Bip44Coin = Bip44Coin {
+    chain: "Tron",
+    coin_type: 195,
+};
 
 /// An account-level extended public key, the m/44'/195'/account' node of a
 /// BIP44 Tron wallet, from which receive addresses are derived.
 #[derive(Clone)]
-pub struct AccountKey {
-    /// The account node m/44'/195'/account'.
-    account: Xpub,
-    /// Its external (receive) chain m/44'/195'/account'/0.
-    external: Xpub,
-}
+pub struct AccountKey(EvmAccountKey);
 
 impl fmt::Debug for AccountKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AccountKey")
-            .field("fingerprint", &self.fingerprint())
-            .finish_non_exhaustive()
+        fmt::Debug::fmt(&self.0, f)
     }
 }
 
@@ -140,81 +35,14 @@ impl AccountKey {
     /// derive the same Tron addresses. The key must have depth 3 and a
     /// hardened child number. Surrounding whitespace is ignored.
     pub fn parse(s: &str) -> Result<AccountKey, DeriveError> {
-        let text = s.trim();
-        if text.is_empty() {
-            return Err(DeriveError::Empty);
-        }
-        let key = || key_prefix(text);
-
-        let mut data = base58::decode_check(text).map_err(|e| match e {
-            base58::Error::Decode(c) => DeriveError::Base58Character {
-                key: key(),
-                found: char::from(c.invalid_base58_character()),
-            },
-            base58::Error::TooShort(t) => DeriveError::Length {
-                key: key(),
-                length: t.invalid_base58_length(),
-            },
-            _ => DeriveError::Checksum { key: key() },
-        })?;
-        if data.len() != EXTENDED_KEY_LEN {
-            return Err(DeriveError::Length {
-                key: key(),
-                length: data.len(),
-            });
-        }
-        let mut version = [0u8; 4];
-        version.copy_from_slice(&data[..4]);
-        if version == TPUB {
-            // Present it as an xpub: the network byte plays no part in
-            // Tron addresses.
-            data[..4].copy_from_slice(&XPUB);
-        } else if version != XPUB {
-            let (found, private) = describe_version(version);
-            return Err(if private {
-                DeriveError::PrivateKey {
-                    key: key(),
-                    kind: found,
-                }
-            } else {
-                DeriveError::WrongVersion { key: key(), found }
-            });
-        }
-        let account = Xpub::decode(&data).map_err(|_| DeriveError::InvalidKey { key: key() })?;
-        if account.depth != ACCOUNT_DEPTH {
-            return Err(DeriveError::WrongDepth {
-                key: key(),
-                depth: account.depth,
-            });
-        }
-        if !account.child_number.is_hardened() {
-            return Err(DeriveError::NotHardened {
-                key: key(),
-                child: u32::from(account.child_number),
-            });
-        }
-        let external = account
-            .ckd_pub(secp(), ChildNumber::Normal { index: 0 })
-            .map_err(|_| DeriveError::InvalidKey { key: key() })?;
-        Ok(AccountKey { account, external })
+        EvmAccountKey::parse_for(s, TRON).map(AccountKey)
     }
 
     /// The body of the receive address at m/44'/195'/account'/0/index:
     /// keccak256 of the uncompressed public key (without its 0x04 prefix),
     /// last 20 bytes, as for Ethereum.
     pub fn receive_body(&self, index: u32) -> Result<[u8; 20], DeriveError> {
-        if index >= HARDENED {
-            return Err(DeriveError::HardenedIndex { index });
-        }
-        let child = self
-            .external
-            .ckd_pub(secp(), ChildNumber::Normal { index })
-            .map_err(|_| DeriveError::Derivation { index })?;
-        let uncompressed = child.public_key.serialize_uncompressed();
-        let hash = keccak256(&uncompressed[1..]);
-        let mut body = [0u8; 20];
-        body.copy_from_slice(&hash[12..]);
-        Ok(body)
+        self.0.receive_key_hash(index)
     }
 
     /// The receive address at m/44'/195'/account'/0/index as a T-address.
@@ -226,18 +54,23 @@ impl AccountKey {
     /// A short stable fingerprint of the key (hex of the BIP32 fingerprint),
     /// safe to log and to store, so a changed key is noticed.
     pub fn fingerprint(&self) -> String {
-        format!("{:x}", self.account.fingerprint())
+        self.0.fingerprint()
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use bitcoin::bip32::{DerivationPath, Xpriv};
-    use bitcoin::secp256k1::All;
+    use alloy_primitives::keccak256;
+    use bitcoin::base58;
+    use bitcoin::bip32::{DerivationPath, Xpriv, Xpub};
+    use bitcoin::secp256k1::{All, Secp256k1};
     use bitcoin::NetworkKind;
 
     use super::*;
     use crate::address::parse_address;
+
+    /// First hardened child index.
+    const HARDENED: u32 = 1 << 31;
 
     /// BIP39 seed of the standard test mnemonic "abandon abandon abandon
     /// abandon abandon abandon abandon abandon abandon abandon abandon
@@ -409,6 +242,7 @@ mod tests {
         assert_eq!(
             e,
             DeriveError::Checksum {
+                coin: TRON,
                 key: format!("{}…", &xpub[..8])
             }
         );
@@ -418,7 +252,10 @@ mod tests {
             matches!(e, DeriveError::Base58Character { found: '0', .. }),
             "{e:?}"
         );
-        assert_eq!(AccountKey::parse("  ").unwrap_err(), DeriveError::Empty);
+        assert_eq!(
+            AccountKey::parse("  ").unwrap_err(),
+            DeriveError::Empty { coin: TRON }
+        );
         let short = base58::encode_check(&[0x04, 0x88, 0xb2, 0x1e, 0, 0]);
         let e = AccountKey::parse(&short).unwrap_err();
         assert!(matches!(e, DeriveError::Length { length: 6, .. }), "{e:?}");
@@ -470,5 +307,83 @@ mod tests {
         assert!(debug.len() < 60, "{debug}");
         assert!(debug.contains(&key.fingerprint()), "{debug}");
         assert!(!debug.contains(&xpub[4..20]), "{debug}");
+    }
+
+    #[test]
+    fn errors_name_tron_and_coin_type_195() {
+        let account = xpub_at(NetworkKind::Main, "m/44'/195'/0'");
+        let k = |s: &str| format!("{}…", &s[..8]);
+        let chain = xpub_at(NetworkKind::Main, "m/44'/195'/0'/0").to_string();
+        let unhardened = xpub_at(NetworkKind::Main, "m/44'/195'/0").to_string();
+        let xprv = xpriv_at(NetworkKind::Main, "m/44'/195'/0'").to_string();
+        let zpub = with_version(account.encode(), [0x04, 0xb2, 0x47, 0x46]);
+        let mut corrupted = account.to_string();
+        let c = if &corrupted[50..51] == "z" { "y" } else { "z" };
+        corrupted.replace_range(50..51, c);
+        let short = base58::encode_check(&[0x04, 0x88, 0xb2, 0x1e, 0, 0]);
+        let cases = [
+            (
+                String::new(),
+                "the Tron account key is empty; expected an xpub of m/44'/195'/account'".to_owned(),
+            ),
+            (
+                "xpub6C0O".to_owned(),
+                "the Tron account key xpub6C0O is not base58: '0' is not a base58 character \
+                 (mistyped?)"
+                    .to_owned(),
+            ),
+            (
+                corrupted.clone(),
+                format!(
+                    "the Tron account key {} has a bad base58check checksum (mistyped or \
+                     truncated?)",
+                    k(&corrupted)
+                ),
+            ),
+            (
+                short.clone(),
+                format!(
+                    "the Tron account key {} decodes to 6 bytes, expected 78 (truncated?)",
+                    k(&short)
+                ),
+            ),
+            (
+                xprv.clone(),
+                format!(
+                    "the Tron account key {} is an extended private key (xprv); give the \
+                     account's extended public key (xpub) instead, and treat this private key \
+                     as exposed",
+                    k(&xprv)
+                ),
+            ),
+            (
+                zpub.clone(),
+                format!(
+                    "the Tron account key {} is a zpub key; expected an xpub or tpub",
+                    k(&zpub)
+                ),
+            ),
+            (
+                chain.clone(),
+                format!(
+                    "the Tron account key {} has depth 4; expected depth 3, the account-level \
+                     key of m/44'/195'/account'",
+                    k(&chain)
+                ),
+            ),
+            (
+                unhardened.clone(),
+                format!(
+                    "the Tron account key {} is not a hardened account node (its child number \
+                     is 0, expected account' of m/44'/195'/account')",
+                    k(&unhardened)
+                ),
+            ),
+        ];
+        for (text, want) in cases {
+            let e = AccountKey::parse(&text).unwrap_err();
+            assert_eq!(e.to_string(), want, "{e:?}");
+            assert!(!e.to_string().contains("Ethereum"), "{e}");
+        }
     }
 }

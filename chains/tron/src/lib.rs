@@ -9,7 +9,7 @@ mod scan;
 mod source;
 
 pub use address::{body_from_proto, encode_address, parse_address, watch_key, AddressError};
-pub use derive::{AccountKey, DeriveError};
+pub use derive::{AccountKey, DeriveError, TRON};
 pub use extract::{extract, extract_with, ExtractError, ExtractReport, FoundPayment};
 pub use scan::{
     may_pay, scan, scan_answers, txid_of, BlockAnswers, ScanError, Tokens, NATIVE_INDEX,
