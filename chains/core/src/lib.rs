@@ -2,12 +2,14 @@
 //! canonical stream that turns a [`BlockSource`] into [`ChainEvent`]s.
 //!
 //! Chain crates only fetch and translate: they implement [`BlockSource`] and
-//! never decide about reorgs. Everything about intents lives above this crate.
+//! never decide about reorgs. Those that fetch blocks in ranges read ahead
+//! with [`ReadAhead`]. Everything about intents lives above this crate.
 
 mod amount;
 mod block;
 mod method;
 mod network;
+mod read_ahead;
 mod source;
 mod stream;
 mod watch;
@@ -16,6 +18,7 @@ pub use amount::{Amount, AmountError, AmountProblem};
 pub use block::{AssetId, BlockRef, ChainEvent, SourceBlock, Transfer};
 pub use method::{Asset, Method, MethodError};
 pub use network::{Network, UnknownNetwork};
+pub use read_ahead::{AtHeight, FetchRange, ReadAhead};
 pub use source::{BlockSource, SourceError, Unconfirmed};
 pub use stream::{CanonicalStream, StreamError};
 pub use watch::{WatchKeyFn, WatchRead, WatchSet};

@@ -2,17 +2,20 @@
 //! Transfer logs by block hash, receipts and call traces where they decide
 //! a payment, read ahead in batches while the watcher writes.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use alloy_primitives::{B256, U64};
 use async_trait::async_trait;
-use paywatch_core::{BlockRef, BlockSource, Network, SourceBlock, SourceError, WatchSet};
+use paywatch_core::{
+    AtHeight, BlockRef, BlockSource, FetchRange, Network, ReadAhead, SourceBlock, SourceError,
+    WatchSet,
+};
 use serde_json::json;
 use tokio::sync::{Mutex, Notify};
-use tokio::task::JoinHandle;
 use tracing::{debug, warn};
 
 use crate::heads::HeadTrigger;
@@ -73,34 +76,24 @@ struct Fetched {
     succeeded: HashMap<B256, bool>,
 }
 
-type Pending = (u64, JoinHandle<Result<Vec<Fetched>, SourceError>>);
+impl AtHeight for Fetched {
+    fn height(&self) -> u64 {
+        self.block.number.to::<u64>()
+    }
+}
 
-#[derive(Debug, Default)]
-struct ReadAhead {
-    ready: VecDeque<Fetched>,
-    pending: VecDeque<Pending>,
-    /// One past the last height asked for, ready or pending.
-    requested_to: u64,
+#[derive(Debug)]
+struct Ahead {
+    reads: ReadAhead<Fetched>,
     /// The best block when the batches were asked for: read-ahead from
     /// another branch is dropped, not handed out and then disconnected.
     tip: Option<B256>,
-    last_served: Option<u64>,
-}
-
-impl ReadAhead {
-    fn clear(&mut self) {
-        self.ready.clear();
-        self.last_served = None;
-        for (_, h) in self.pending.drain(..) {
-            h.abort();
-        }
-    }
 }
 
 #[derive(Debug)]
 pub struct EvmSource {
     shared: Arc<Shared>,
-    ahead: Mutex<ReadAhead>,
+    ahead: Mutex<Ahead>,
     chain_checked: AtomicBool,
     heads: Option<HeadTrigger>,
 }
@@ -132,6 +125,7 @@ impl EvmSource {
             Some(url) => Some(HeadTrigger::new(url).map_err(EvmSetupError::WsUrl)?),
             None => None,
         };
+        let reads = ReadAhead::new(cfg.batches_in_flight);
         Ok(EvmSource {
             shared: Arc::new(Shared {
                 batch_size: AtomicUsize::new(cfg.blocks_per_request.max(1)),
@@ -140,7 +134,7 @@ impl EvmSource {
                 watch,
                 known_tip: AtomicU64::new(0),
             }),
-            ahead: Mutex::new(ReadAhead::default()),
+            ahead: Mutex::new(Ahead { reads, tip: None }),
             chain_checked: AtomicBool::new(false),
             heads,
         })
@@ -181,66 +175,7 @@ impl EvmSource {
     /// The block at `height` as fetched, from read-ahead when it is there.
     async fn fetched(&self, height: u64) -> Result<Option<Fetched>, SourceError> {
         let mut ahead = self.ahead.lock().await;
-        // A reorg walk asks downwards: one block each, nothing read ahead.
-        if ahead.last_served.is_some_and(|last| height <= last) {
-            ahead.clear();
-            return Ok(fetch_range(self.shared.clone(), height, 1)
-                .await?
-                .into_iter()
-                .next());
-        }
-        if ahead
-            .ready
-            .front()
-            .is_none_or(|f| f.block.number.to::<u64>() != height)
-        {
-            ahead.ready.clear();
-            match ahead.pending.pop_front() {
-                Some((from, handle)) if from == height => {
-                    let fetched = handle
-                        .await
-                        .map_err(|e| SourceError::Transient(format!("read-ahead task: {e}")))?;
-                    match fetched {
-                        Ok(f) => ahead.ready.extend(f),
-                        Err(e) => {
-                            ahead.clear();
-                            return Err(e);
-                        }
-                    }
-                }
-                other => {
-                    if let Some((_, h)) = other {
-                        h.abort();
-                    }
-                    ahead.clear();
-                    let count = self.shared.batch_len(height);
-                    ahead.requested_to = height + count as u64;
-                    let fetched = fetch_range(self.shared.clone(), height, count).await?;
-                    ahead.ready.extend(fetched);
-                }
-            }
-        }
-        let Some(f) = ahead.ready.pop_front() else {
-            ahead.clear();
-            return Ok(None);
-        };
-        ahead.last_served = Some(height);
-        // A short answer means the chain ended there: what was asked beyond
-        // it would not line up.
-        if ahead.ready.is_empty() && ahead.pending.is_empty() {
-            ahead.requested_to = height + 1;
-        }
-        while ahead.pending.len() < self.shared.cfg.batches_in_flight.max(1) {
-            let next = ahead.requested_to.max(height + 1);
-            let count = self.shared.batch_len(next);
-            if count == 0 {
-                break;
-            }
-            ahead.requested_to = next + count as u64;
-            let handle = tokio::spawn(fetch_range(self.shared.clone(), next, count));
-            ahead.pending.push_back((next, handle));
-        }
-        Ok(Some(f))
+        ahead.reads.fetched(height, &self.shared).await
     }
 
     /// Receipts fetched for payments the read-ahead could not know of: an
@@ -332,6 +267,20 @@ fn record_receipt(
     }
     succeeded.insert(tx, receipt.succeeded());
     Ok(())
+}
+
+impl FetchRange<Fetched> for Arc<Shared> {
+    fn fetch_range(
+        &self,
+        from: u64,
+        count: usize,
+    ) -> impl Future<Output = Result<Vec<Fetched>, SourceError>> + Send + 'static {
+        fetch_range(self.clone(), from, count)
+    }
+
+    fn batch_len(&self, from: u64) -> usize {
+        Shared::batch_len(self, from)
+    }
 }
 
 impl Shared {
@@ -576,7 +525,7 @@ impl BlockSource for EvmSource {
         if let Some(seen) = ahead.tip.replace(tip.hash) {
             if seen != tip.hash && seen != tip.parent_hash {
                 // Not a plain extension: what was read ahead may be another branch.
-                ahead.clear();
+                ahead.reads.clear();
             }
         }
         Ok(block_ref(tip.number, tip.hash, tip.parent_hash))
@@ -613,7 +562,7 @@ impl BlockSource for EvmSource {
         if let Err(e) = &done {
             warn!(error = %e, height, "unusable answer; nothing from it is recorded");
             // Nothing read ahead after a bad answer is trusted either.
-            self.ahead.lock().await.clear();
+            self.ahead.lock().await.reads.clear();
         }
         done.map(Some)
     }

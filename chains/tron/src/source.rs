@@ -2,15 +2,18 @@
 //! number (ranges while catching up) with their transaction infos, read ahead
 //! while the watcher writes; finality from the WalletSolidity service.
 
-use std::collections::VecDeque;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use paywatch_core::{BlockRef, BlockSource, Network, SourceBlock, SourceError, WatchSet};
+use paywatch_core::{
+    AtHeight, BlockRef, BlockSource, FetchRange, Network, ReadAhead, SourceBlock, SourceError,
+    WatchSet,
+};
 use tokio::sync::Mutex;
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::task::JoinSet;
 use tonic::transport::{Channel, Endpoint};
 use tracing::warn;
 use tron_grpc::wallet_client::WalletClient;
@@ -76,31 +79,16 @@ struct Fetched {
     infos: Option<Vec<TransactionInfo>>,
 }
 
-type Pending = (u64, JoinHandle<Result<Vec<Fetched>, SourceError>>);
-
-#[derive(Debug, Default)]
-struct ReadAhead {
-    ready: VecDeque<Fetched>,
-    pending: VecDeque<Pending>,
-    /// One past the last height asked for, ready or pending.
-    requested_to: u64,
-    last_served: Option<u64>,
-}
-
-impl ReadAhead {
-    fn clear(&mut self) {
-        self.ready.clear();
-        self.last_served = None;
-        for (_, h) in self.pending.drain(..) {
-            h.abort();
-        }
+impl AtHeight for Fetched {
+    fn height(&self) -> u64 {
+        self.height
     }
 }
 
 #[derive(Debug)]
 pub struct TronSource {
     shared: Arc<Shared>,
-    ahead: Mutex<ReadAhead>,
+    ahead: Mutex<ReadAhead<Fetched>>,
 }
 
 #[derive(Debug)]
@@ -130,6 +118,7 @@ impl TronSource {
             None => full.clone(),
         };
         let host = shown_host(&cfg.url);
+        let ahead = Mutex::new(ReadAhead::new(cfg.batches_in_flight));
         Ok(TronSource {
             shared: Arc::new(Shared {
                 wallet: WalletClient::new(full).max_decoding_message_size(MAX_MESSAGE_BYTES),
@@ -140,63 +129,14 @@ impl TronSource {
                 host,
                 known_tip: AtomicU64::new(0),
             }),
-            ahead: Mutex::new(ReadAhead::default()),
+            ahead,
         })
     }
 
+    /// The block at `height` as fetched, from read-ahead when it is there.
     async fn fetched(&self, height: u64) -> Result<Option<Fetched>, SourceError> {
         let mut ahead = self.ahead.lock().await;
-        // A reorg walk asks downwards: one block each, nothing read ahead.
-        if ahead.last_served.is_some_and(|last| height <= last) {
-            ahead.clear();
-            return Ok(fetch_range(self.shared.clone(), height, 1).await?.pop());
-        }
-        if ahead.ready.front().is_none_or(|f| f.height != height) {
-            ahead.ready.clear();
-            match ahead.pending.pop_front() {
-                Some((from, handle)) if from == height => {
-                    let fetched = handle
-                        .await
-                        .map_err(|e| SourceError::Transient(format!("read-ahead task: {e}")))?;
-                    match fetched {
-                        Ok(f) => ahead.ready.extend(f),
-                        Err(e) => {
-                            ahead.clear();
-                            return Err(e);
-                        }
-                    }
-                }
-                other => {
-                    if let Some((_, h)) = other {
-                        h.abort();
-                    }
-                    ahead.clear();
-                    let count = self.shared.batch_len(height);
-                    ahead.requested_to = height + count as u64;
-                    let fetched = fetch_range(self.shared.clone(), height, count).await?;
-                    ahead.ready.extend(fetched);
-                }
-            }
-        }
-        let Some(f) = ahead.ready.pop_front() else {
-            ahead.clear();
-            return Ok(None);
-        };
-        ahead.last_served = Some(height);
-        if ahead.ready.is_empty() && ahead.pending.is_empty() {
-            ahead.requested_to = height + 1;
-        }
-        while ahead.pending.len() < self.shared.cfg.batches_in_flight.max(1) {
-            let next = ahead.requested_to.max(height + 1);
-            let count = self.shared.batch_len(next);
-            if count == 0 {
-                break;
-            }
-            ahead.requested_to = next + count as u64;
-            let handle = tokio::spawn(fetch_range(self.shared.clone(), next, count));
-            ahead.pending.push_back((next, handle));
-        }
-        Ok(Some(f))
+        ahead.fetched(height, &self.shared).await
     }
 
     /// Infos skipped at fetch time are fetched now if an address issued
@@ -233,6 +173,20 @@ impl TronSource {
             timestamp: timestamp_ms.div_euclid(1000),
             transfers,
         })
+    }
+}
+
+impl FetchRange<Fetched> for Arc<Shared> {
+    fn fetch_range(
+        &self,
+        from: u64,
+        count: usize,
+    ) -> impl Future<Output = Result<Vec<Fetched>, SourceError>> + Send + 'static {
+        fetch_range(self.clone(), from, count)
+    }
+
+    fn batch_len(&self, from: u64) -> usize {
+        Shared::batch_len(self, from)
     }
 }
 
