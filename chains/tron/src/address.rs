@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use bitcoin::base58;
+use bitcoin::hashes::{sha256d, Hash};
 use paywatch_core::WatchKeyFn;
 
 /// The byte every Tron mainnet address (and the protobuf form) starts with.
@@ -16,7 +17,11 @@ const DECODED_LEN: usize = 21;
 const HEX_DIGITS: usize = 40;
 /// Inputs longer than this are shortened in error messages.
 const SHOWN_MAX_CHARS: usize = 50;
-const BASE58_ALPHABET: &str = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
+const BASE58_DIGITS: &[u8; 58] = b"123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
+const BASE58_ALPHABET: &str = match std::str::from_utf8(BASE58_DIGITS) {
+    Ok(alphabet) => alphabet,
+    Err(_) => panic!("the base58 alphabet is ASCII"),
+};
 
 /// Why a string is not an acceptable Tron address. Each variant carries
 /// the (trimmed, possibly shortened) input it refers to.
@@ -103,12 +108,60 @@ pub fn parse_address(s: &str) -> Result<[u8; 20], AddressError> {
     Ok(body)
 }
 
-/// The T-address of a 20-byte body.
+/// Characters of every T-address.
+const ENCODED_LEN: usize = 34;
+/// 58^5, the most base58 digits one division by a constant below 2^32
+/// yields: a 64-bit remainder-and-limb then never overflows.
+const FIVE_DIGITS: u64 = 58 * 58 * 58 * 58 * 58;
+/// 32-bit limbs of the 25 bytes (prefix, body, checksum) behind 3 zero bytes.
+const LIMBS: usize = 7;
+
+/// The T-address of a 20-byte body: base58check of 0x41 and the body,
+/// without the generic encoder's allocations and byte-at-a-time big number.
+///
+/// The 200-bit number 0x41 ‖ body ‖ checksum lies in [0x41·2^192,
+/// 0x42·2^192), between 58^33 and 58^34: always 34 digits, no leading
+/// zero bytes (so no leading '1's), the first digit 'T'.
 pub fn encode_address(body: &[u8; 20]) -> String {
-    let mut data = [0u8; DECODED_LEN];
+    let mut bytes = [0u8; 4 * LIMBS];
+    let data = &mut bytes[4 * LIMBS - DECODED_LEN - 4..];
     data[0] = PREFIX;
-    data[1..].copy_from_slice(body);
-    base58::encode_check(&data)
+    data[1..DECODED_LEN].copy_from_slice(body);
+    let check = sha256d::Hash::hash(&data[..DECODED_LEN]);
+    data[DECODED_LEN..].copy_from_slice(&check.as_byte_array()[..4]);
+
+    // Most significant first.
+    let mut limbs = [0u32; LIMBS];
+    for (limb, b) in limbs.iter_mut().zip(bytes.chunks_exact(4)) {
+        *limb = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+    }
+    // Five digits per division of the whole number by 58^5, least
+    // significant group last; the top group's first digit is the 35th,
+    // always 0 here.
+    let mut digits = [0u8; 5 * LIMBS];
+    let mut first = 0;
+    for group in digits.chunks_exact_mut(5).rev() {
+        let mut rem = 0u64;
+        for limb in &mut limbs[first..] {
+            // rem < 58^5 < 2^30, so this is below 2^62 and the quotient
+            // below 2^32.
+            let n = (rem << 32) | u64::from(*limb);
+            *limb = (n / FIVE_DIGITS) as u32;
+            rem = n % FIVE_DIGITS;
+        }
+        while first < LIMBS && limbs[first] == 0 {
+            first += 1;
+        }
+        for d in group.iter_mut().rev() {
+            *d = BASE58_DIGITS[(rem % 58) as usize];
+            rem /= 58;
+        }
+    }
+    debug_assert_eq!(digits[0], b'1');
+    digits[digits.len() - ENCODED_LEN..]
+        .iter()
+        .map(|&d| char::from(d))
+        .collect()
 }
 
 /// The body of an address as protobuf messages carry it: 21 bytes, the
@@ -176,6 +229,53 @@ mod tests {
             assert_eq!(body_from_proto(&unhex(proto)), Some(body));
             assert_eq!(parse_address(&format!(" {text}\n")).unwrap(), body);
         }
+    }
+
+    /// The generic base58check encoder, which `encode_address` replaces.
+    fn generic(body: &[u8; 20]) -> String {
+        let mut data = [PREFIX; DECODED_LEN];
+        data[1..].copy_from_slice(body);
+        base58::encode_check(&data)
+    }
+
+    #[test]
+    fn the_fixed_size_encoder_matches_the_generic_one() {
+        let mut bodies = vec![[0u8; 20], [0xff; 20], [0x41; 20]];
+        // One byte set or clear at each place, on both extremes.
+        for i in 0..20 {
+            for (base, byte) in [(0u8, 1u8), (0, 0x80), (0, 0xff), (0xff, 0), (0xff, 0xfe)] {
+                let mut b = [base; 20];
+                b[i] = byte;
+                bodies.push(b);
+            }
+        }
+        // 10,000 pseudo-random bodies (xorshift64*, fixed seed).
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = || {
+            state ^= state >> 12;
+            state ^= state << 25;
+            state ^= state >> 27;
+            state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        };
+        for _ in 0..10_000 {
+            let mut b = [0u8; 20];
+            for chunk in b.chunks_mut(8) {
+                chunk.copy_from_slice(&next().to_le_bytes()[..chunk.len()]);
+            }
+            bodies.push(b);
+        }
+        for body in &bodies {
+            let text = encode_address(body);
+            assert_eq!(text, generic(body), "{body:02x?}");
+            assert_eq!(text.len(), ENCODED_LEN, "{text}");
+            assert!(text.starts_with('T'), "{text}");
+            assert_eq!(parse_address(&text), Ok(*body), "{text}");
+        }
+        // The largest body, worked out apart with Python's integers.
+        assert_eq!(
+            encode_address(&[0xff; 20]),
+            "TZJozAg1ruapycCicgz31GxvYJ1FraLjZa"
+        );
     }
 
     #[test]

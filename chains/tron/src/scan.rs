@@ -158,14 +158,18 @@ pub fn scan_answers(
     tokens: &Tokens,
     watch: &WatchRead<'_>,
 ) -> Result<Vec<Transfer>, ScanError> {
-    let mut found = Vec::new();
+    let mut found = Found {
+        tokens,
+        watch,
+        senders: HashMap::new(),
+        transfers: Vec::new(),
+    };
     match block.transactions {
         Some(transactions) => {
             let infos = pair(block.number, transactions, block.infos)?;
             for (position, (tx, (txid, info))) in transactions.iter().zip(infos).enumerate() {
-                let txid = hex::encode(txid);
-                trx_transfers(block.number, position, tx, &txid, info, watch, &mut found)?;
-                token_transfers(info, &txid, tokens, watch, &mut found)?;
+                found.trx_transfers(block.number, position, tx, &txid, info)?;
+                found.token_transfers(info, &txid)?;
             }
         }
         None => {
@@ -178,11 +182,11 @@ pub fn scan_answers(
                         tx: hex::encode(id),
                     });
                 }
-                token_transfers(info, &hex::encode(id), tokens, watch, &mut found)?;
+                found.token_transfers(info, &id)?;
             }
         }
     }
-    Ok(found)
+    Ok(found.transfers)
 }
 
 /// Whether the transactions can pay a watched address at all: one pays it
@@ -196,12 +200,15 @@ pub fn may_pay(transactions: &[TransactionExtention], watch: &WatchRead<'_>) -> 
         .flat_map(|raw| &raw.contract)
         .any(|contract| match ContractType::try_from(contract.r#type) {
             Ok(ContractType::TriggerSmartContract | ContractType::CreateSmartContract) => true,
-            Ok(ContractType::TransferContract) => contract
-                .parameter
-                .as_ref()
-                .and_then(|p| TransferContract::decode(p.value.as_slice()).ok())
-                .and_then(|c| body_from_proto(&c.to_address))
-                .is_some_and(|to| watch.contains_key(&to)),
+            Ok(ContractType::TransferContract) => contract.parameter.as_ref().is_some_and(|p| {
+                let to = match TransferView::read(&p.value) {
+                    Some(transfer) => body_from_proto(transfer.to),
+                    None => TransferContract::decode(p.value.as_slice())
+                        .ok()
+                        .and_then(|c| body_from_proto(&c.to_address)),
+                };
+                to.is_some_and(|to| watch.contains_key(&to))
+            }),
             // An unknown type may be newer than these protos: look closer.
             Err(_) => true,
             Ok(_) => false,
@@ -216,6 +223,50 @@ pub fn txid_of(raw: &Raw) -> [u8; 32] {
 /// Each transaction's id and its info, in block order. Every transaction
 /// has exactly one info of this block and every info one transaction.
 fn pair<'a>(
+    block: u64,
+    transactions: &[TransactionExtention],
+    infos: &'a [TransactionInfo],
+) -> Result<Vec<([u8; 32], &'a TransactionInfo)>, ScanError> {
+    match pair_in_order(block, transactions, infos) {
+        Some(paired) => Ok(paired),
+        None => pair_by_id(block, transactions, infos),
+    }
+}
+
+/// [`pair`] when the infos come in block order, as java-tron gives them:
+/// each info's id is its transaction's, checked in place. `None` when
+/// anything is otherwise (or wrong), for [`pair_by_id`] to sort out and
+/// report; what this accepts, that would pair the same way.
+fn pair_in_order<'a>(
+    block: u64,
+    transactions: &[TransactionExtention],
+    infos: &'a [TransactionInfo],
+) -> Option<Vec<([u8; 32], &'a TransactionInfo)>> {
+    if transactions.len() != infos.len() {
+        return None;
+    }
+    let mut paired = Vec::with_capacity(infos.len());
+    let mut prefixes = Vec::with_capacity(infos.len());
+    for (position, (tx, info)) in transactions.iter().zip(infos).enumerate() {
+        let id = tx_id(block, position, tx).ok()?;
+        if info_id(block, position, info).ok()? != id {
+            return None;
+        }
+        let [a, b, c, d, e, f, g, h, ..] = id;
+        prefixes.push(u64::from_le_bytes([a, b, c, d, e, f, g, h]));
+        paired.push((id, info));
+    }
+    // No transaction twice: distinct first 8 bytes show it without a
+    // map. Ids are hashes, so shared ones are all but only repeats.
+    prefixes.sort_unstable();
+    if prefixes.windows(2).any(|w| w[0] == w[1]) {
+        return None;
+    }
+    Some(paired)
+}
+
+/// [`pair`] by id, the infos in any order.
+fn pair_by_id<'a>(
     block: u64,
     transactions: &[TransactionExtention],
     infos: &'a [TransactionInfo],
@@ -304,146 +355,242 @@ fn info_id(block: u64, position: usize, info: &TransactionInfo) -> Result<[u8; 3
     Ok(id)
 }
 
-fn trx_transfers(
-    block: u64,
-    position: usize,
-    tx: &TransactionExtention,
-    txid: &str,
-    info: &TransactionInfo,
-    watch: &WatchRead<'_>,
-    found: &mut Vec<Transfer>,
-) -> Result<(), ScanError> {
-    let raw = raw_data(block, position, tx)?;
-    let ret = tx
-        .transaction
-        .as_ref()
-        .map_or(&[][..], |t| t.ret.as_slice());
-    for (position, contract) in raw.contract.iter().enumerate() {
-        if contract.r#type != ContractType::TransferContract as i32 {
-            continue;
+/// The transfers found so far, and what finding them takes.
+struct Found<'a, 'w> {
+    tokens: &'a Tokens,
+    watch: &'a WatchRead<'w>,
+    /// The T-addresses of senders seen in the block: senders repeat
+    /// (exchanges, payment processors) and encoding is the dear part.
+    senders: HashMap<[u8; 20], String>,
+    transfers: Vec<Transfer>,
+}
+
+impl Found<'_, '_> {
+    fn sender(&mut self, body: [u8; 20]) -> String {
+        self.senders
+            .entry(body)
+            .or_insert_with(|| encode_address(&body))
+            .clone()
+    }
+
+    fn trx_transfers(
+        &mut self,
+        block: u64,
+        position: usize,
+        tx: &TransactionExtention,
+        txid: &[u8; 32],
+        info: &TransactionInfo,
+    ) -> Result<(), ScanError> {
+        let raw = raw_data(block, position, tx)?;
+        let ret = tx
+            .transaction
+            .as_ref()
+            .map_or(&[][..], |t| t.ret.as_slice());
+        for (position, contract) in raw.contract.iter().enumerate() {
+            if contract.r#type != ContractType::TransferContract as i32 {
+                continue;
+            }
+            let bad = |why: String| ScanError::BadTransferContract {
+                tx: hex::encode(txid),
+                why,
+            };
+            let parameter = contract
+                .parameter
+                .as_ref()
+                .ok_or_else(|| bad("it has no parameter".into()))?;
+            if parameter.type_url != TRANSFER_TYPE_URL {
+                return Err(bad(format!(
+                    "its parameter is a {:?}, not a {TRANSFER_TYPE_URL:?}",
+                    parameter.type_url
+                )));
+            }
+            let decoded;
+            let transfer = match TransferView::read(&parameter.value) {
+                Some(transfer) => transfer,
+                None => {
+                    decoded = TransferContract::decode(parameter.value.as_slice())
+                        .map_err(|e| bad(format!("its parameter does not decode: {e}")))?;
+                    TransferView::of(&decoded)
+                }
+            };
+            let Some(to) = body_from_proto(transfer.to) else {
+                continue;
+            };
+            if !self.watch.contains_key(&to) {
+                continue;
+            }
+            let amount = u128::try_from(transfer.amount)
+                .map_err(|_| bad(format!("it moves a negative amount, {}", transfer.amount)))?;
+            if amount == 0 {
+                continue;
+            }
+            let index = u32::try_from(position)
+                .ok()
+                .and_then(|p| NATIVE_INDEX.checked_add(p))
+                .ok_or_else(|| bad(format!("it is contract {position} of its transaction")))?;
+            // The transaction's ret says whether the TRX moved; the info
+            // must not say otherwise.
+            let success = ret
+                .first()
+                .is_some_and(|r| r.contract_ret == ContractResult::Success as i32)
+                && info.result == Code::Sucess as i32;
+            let from = body_from_proto(transfer.owner).map(|b| self.sender(b));
+            self.transfers.push(Transfer {
+                network: Network::Tron,
+                asset: AssetId::Known(Asset::Trx),
+                txid: hex::encode(txid),
+                index,
+                to: encode_address(&to),
+                from,
+                amount: Amount(amount),
+                success,
+            });
         }
-        let bad = |why: String| ScanError::BadTransferContract {
-            tx: txid.to_owned(),
+        Ok(())
+    }
+
+    fn token_transfers(
+        &mut self,
+        info: &TransactionInfo,
+        txid: &[u8; 32],
+    ) -> Result<(), ScanError> {
+        // A failed transaction moved no tokens; logs it shows are not
+        // believed.
+        let succeeded = info.result == Code::Sucess as i32
+            && info
+                .receipt
+                .as_ref()
+                .is_some_and(|r| r.result == ContractResult::Success as i32);
+        if !succeeded {
+            return Ok(());
+        }
+        for (index, log) in info.log.iter().enumerate() {
+            self.token_transfer(log, index, txid)?;
+        }
+        Ok(())
+    }
+
+    fn token_transfer(
+        &mut self,
+        log: &Log,
+        index: usize,
+        txid: &[u8; 32],
+    ) -> Result<(), ScanError> {
+        // TRC-721 Transfer has the same topic0 but four topics: not money
+        // here.
+        if log.topics.len() != 3
+            || log.topics[0].as_slice() != TRANSFER_TOPIC
+            || log.data.len() != 32
+        {
+            return Ok(());
+        }
+        let Some(to) = topic_body(&log.topics[2]) else {
+            return Ok(());
+        };
+        if !self.watch.contains_key(&to) {
+            return Ok(());
+        }
+        let value = U256::from_be_slice(&log.data);
+        // Zero-value Transfer logs are address-poisoning spam, not payments.
+        if value.is_zero() {
+            return Ok(());
+        }
+        let bad = |why: String| ScanError::BadLog {
+            tx: hex::encode(txid),
+            index,
             why,
         };
-        let parameter = contract
-            .parameter
-            .as_ref()
-            .ok_or_else(|| bad("it has no parameter".into()))?;
-        if parameter.type_url != TRANSFER_TYPE_URL {
-            return Err(bad(format!(
-                "its parameter is a {:?}, not a {TRANSFER_TYPE_URL:?}",
-                parameter.type_url
-            )));
-        }
-        let transfer = TransferContract::decode(parameter.value.as_slice())
-            .map_err(|e| bad(format!("its parameter does not decode: {e}")))?;
-        let Some(to) = body_from_proto(&transfer.to_address) else {
-            continue;
-        };
-        if !watch.contains_key(&to) {
-            continue;
-        }
-        let amount = u128::try_from(transfer.amount)
-            .map_err(|_| bad(format!("it moves a negative amount, {}", transfer.amount)))?;
-        if amount == 0 {
-            continue;
-        }
-        let index = u32::try_from(position)
+        let contract = log_contract(&log.address).ok_or_else(|| {
+            bad(format!(
+                "names a contract of {} bytes, expected 20",
+                log.address.len()
+            ))
+        })?;
+        let index = u32::try_from(index)
             .ok()
-            .and_then(|p| NATIVE_INDEX.checked_add(p))
-            .ok_or_else(|| bad(format!("it is contract {position} of its transaction")))?;
-        // The transaction's ret says whether the TRX moved; the info must
-        // not say otherwise.
-        let success = ret
-            .first()
-            .is_some_and(|r| r.contract_ret == ContractResult::Success as i32)
-            && info.result == Code::Sucess as i32;
-        found.push(Transfer {
+            .filter(|i| *i < NATIVE_INDEX)
+            .ok_or_else(|| bad("has an index past the log range".into()))?;
+        let from = topic_body(&log.topics[1]).map(|b| self.sender(b));
+        self.transfers.push(Transfer {
             network: Network::Tron,
-            asset: AssetId::Known(Asset::Trx),
-            txid: txid.to_owned(),
+            asset: self.tokens.asset_of(&contract),
+            amount: amount(&value, txid),
+            txid: hex::encode(txid),
             index,
             to: encode_address(&to),
-            from: body_from_proto(&transfer.owner_address).map(|b| encode_address(&b)),
-            amount: Amount(amount),
-            success,
+            from,
+            success: true,
         });
+        Ok(())
     }
-    Ok(())
 }
 
-fn token_transfers(
-    info: &TransactionInfo,
-    txid: &str,
-    tokens: &Tokens,
-    watch: &WatchRead<'_>,
-    found: &mut Vec<Transfer>,
-) -> Result<(), ScanError> {
-    // A failed transaction moved no tokens; logs it shows are not believed.
-    let succeeded = info.result == Code::Sucess as i32
-        && info
-            .receipt
-            .as_ref()
-            .is_some_and(|r| r.result == ContractResult::Success as i32);
-    if !succeeded {
-        return Ok(());
+/// A TransferContract's fields as its parameter holds them, read in place.
+#[derive(Debug, Clone, Copy)]
+struct TransferView<'a> {
+    owner: &'a [u8],
+    to: &'a [u8],
+    amount: i64,
+}
+
+impl<'a> TransferView<'a> {
+    /// The fields of a TransferContract in the plain encoding java-tron
+    /// writes: fields 1 to 3 (any order, repeats keeping the last) with
+    /// one-byte keys and varints of at most 9 bytes. Whatever this reads,
+    /// prost decodes to the same values; anything else (unknown fields,
+    /// a negative amount, a malformed message) is `None`, left to prost.
+    fn read(mut buf: &'a [u8]) -> Option<TransferView<'a>> {
+        let mut view = TransferView {
+            owner: &[],
+            to: &[],
+            amount: 0,
+        };
+        while let Some((&key, rest)) = buf.split_first() {
+            buf = rest;
+            match key {
+                // Field 1 or 2, length-delimited.
+                0x0a | 0x12 => {
+                    let len = usize::try_from(varint(&mut buf)?).ok()?;
+                    if len > buf.len() {
+                        return None;
+                    }
+                    let (field, rest) = buf.split_at(len);
+                    buf = rest;
+                    if key == 0x0a {
+                        view.owner = field;
+                    } else {
+                        view.to = field;
+                    }
+                }
+                // Field 3, a varint; below 2^63, so as prost reads it.
+                0x18 => view.amount = i64::try_from(varint(&mut buf)?).ok()?,
+                _ => return None,
+            }
+        }
+        Some(view)
     }
-    for (index, log) in info.log.iter().enumerate() {
-        if let Some(t) = token_transfer(log, index, txid, tokens, watch)? {
-            found.push(t);
+
+    fn of(transfer: &'a TransferContract) -> TransferView<'a> {
+        TransferView {
+            owner: &transfer.owner_address,
+            to: &transfer.to_address,
+            amount: transfer.amount,
         }
     }
-    Ok(())
 }
 
-fn token_transfer(
-    log: &Log,
-    index: usize,
-    txid: &str,
-    tokens: &Tokens,
-    watch: &WatchRead<'_>,
-) -> Result<Option<Transfer>, ScanError> {
-    // TRC-721 Transfer has the same topic0 but four topics: not money here.
-    if log.topics.len() != 3 || log.topics[0].as_slice() != TRANSFER_TOPIC || log.data.len() != 32 {
-        return Ok(None);
+/// A varint of at most 9 bytes (63 bits), taken off the front of `buf`.
+fn varint(buf: &mut &[u8]) -> Option<u64> {
+    let mut value = 0;
+    for shift in (0..63).step_by(7) {
+        let (&byte, rest) = buf.split_first()?;
+        *buf = rest;
+        value |= u64::from(byte & 0x7f) << shift;
+        if byte < 0x80 {
+            return Some(value);
+        }
     }
-    let Some(to) = topic_body(&log.topics[2]) else {
-        return Ok(None);
-    };
-    if !watch.contains_key(&to) {
-        return Ok(None);
-    }
-    let value = U256::from_be_slice(&log.data);
-    // Zero-value Transfer logs are address-poisoning spam, not payments.
-    if value.is_zero() {
-        return Ok(None);
-    }
-    let bad = |why: String| ScanError::BadLog {
-        tx: txid.to_owned(),
-        index,
-        why,
-    };
-    let contract = log_contract(&log.address).ok_or_else(|| {
-        bad(format!(
-            "names a contract of {} bytes, expected 20",
-            log.address.len()
-        ))
-    })?;
-    let index = u32::try_from(index)
-        .ok()
-        .filter(|i| *i < NATIVE_INDEX)
-        .ok_or_else(|| bad("has an index past the log range".into()))?;
-    Ok(Some(Transfer {
-        network: Network::Tron,
-        asset: tokens.asset_of(&contract),
-        amount: amount(&value, txid),
-        txid: txid.to_owned(),
-        index,
-        to: encode_address(&to),
-        from: topic_body(&log.topics[1]).map(|b| encode_address(&b)),
-        success: true,
-    }))
+    None
 }
 
 /// A log names its contract by the 20-byte body; some nodes keep the 0x41.
@@ -467,12 +614,176 @@ fn topic_body(topic: &[u8]) -> Option<[u8; 20]> {
 /// No real TRX or stablecoin amount reaches 2^128; a spam token can claim
 /// anything. Such a transfer is still recorded (flagged wrong_asset, never
 /// credited), at the largest amount paywatch stores.
-fn amount(value: &U256, txid: &str) -> Amount {
+fn amount(value: &U256, txid: &[u8; 32]) -> Amount {
     match u128::try_from(*value) {
         Ok(v) => Amount(v),
         Err(_) => {
+            let txid = hex::encode(txid);
             warn!(%txid, %value, "transfer amount above 2^128 stored as 2^128-1");
             Amount(u128::MAX)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::Transaction;
+
+    /// xorshift64*, fixed seed: reproducible pseudo-random inputs.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+
+        fn below(&mut self, n: usize) -> usize {
+            usize::try_from(self.next() % n as u64).unwrap()
+        }
+
+        fn bytes(&mut self, len: usize) -> Vec<u8> {
+            (0..len).map(|_| self.next().to_le_bytes()[0]).collect()
+        }
+    }
+
+    fn same(view: TransferView<'_>, decoded: &TransferContract) -> bool {
+        view.owner == decoded.owner_address.as_slice()
+            && view.to == decoded.to_address.as_slice()
+            && view.amount == decoded.amount
+    }
+
+    #[test]
+    fn the_in_place_transfer_reader_agrees_with_prost() {
+        let mut rng = Rng(0x0123_4567_89ab_cdef);
+        let mut read = 0;
+        for round in 0..20_000 {
+            let amount = match round % 5 {
+                0 => 0,
+                1 => i64::MAX,
+                2 => -1 - i64::try_from(rng.next() >> 1).unwrap(),
+                _ => i64::try_from(rng.next() >> (rng.next() % 64)).unwrap_or(7),
+            };
+            let plain = TransferContract {
+                owner_address: rng.bytes([21, 21, 0, 20, 3][round % 5]),
+                to_address: rng.bytes([21, 0, 21, 22, 21][round % 3]),
+                amount,
+            }
+            .encode_to_vec();
+            // The plain encoding is read in place unless the amount is
+            // negative (a 10-byte varint).
+            let view = TransferView::read(&plain);
+            assert_eq!(view.is_some(), amount >= 0, "{plain:02x?}");
+            if let Some(view) = view {
+                assert!(same(
+                    view,
+                    &TransferContract::decode(plain.as_slice()).unwrap()
+                ));
+                read += 1;
+            }
+            // Damaged, extended and reordered forms: whatever is read in
+            // place is what prost decodes.
+            let mut changed = plain.clone();
+            match rng.below(7) {
+                0 => changed.truncate(rng.below(plain.len() + 1)),
+                1 if !changed.is_empty() => {
+                    let at = rng.below(changed.len());
+                    changed[at] = rng.bytes(1)[0];
+                }
+                2 => changed.extend_from_slice(&plain),
+                // An unknown field, a field repeated, a key of two bytes,
+                // a non-minimal length.
+                3 => changed.extend_from_slice(&[0x20, 0x01]),
+                4 => changed.extend_from_slice(&[0x12, 0x02, 0x41, 0x00]),
+                5 => changed.extend_from_slice(&[0x9a, 0x00, 0x01, 0x41]),
+                _ => changed.extend_from_slice(&[0x0a, 0x81, 0x00, 0x41]),
+            }
+            if let Some(view) = TransferView::read(&changed) {
+                let decoded = TransferContract::decode(changed.as_slice())
+                    .unwrap_or_else(|e| panic!("{changed:02x?}: read in place, prost: {e}"));
+                assert!(same(view, &decoded), "{changed:02x?}");
+            }
+        }
+        assert!(read > 10_000, "{read}");
+    }
+
+    fn tx(nonce: u8) -> TransactionExtention {
+        let raw = Raw {
+            timestamp: i64::from(nonce),
+            ..Raw::default()
+        };
+        TransactionExtention {
+            txid: txid_of(&raw).to_vec(),
+            transaction: Some(Transaction {
+                raw_data: Some(raw),
+                ..Transaction::default()
+            }),
+            ..TransactionExtention::default()
+        }
+    }
+
+    fn info(tx: &TransactionExtention) -> TransactionInfo {
+        TransactionInfo {
+            id: tx.txid.clone(),
+            block_number: 7,
+            ..TransactionInfo::default()
+        }
+    }
+
+    #[test]
+    fn infos_in_block_order_pair_in_place_and_anything_else_by_id() {
+        let txs: Vec<_> = (0..50).map(tx).collect();
+        let infos: Vec<_> = txs.iter().map(info).collect();
+        let in_order = pair_in_order(7, &txs, &infos).unwrap();
+        assert_eq!(in_order, pair_by_id(7, &txs, &infos).unwrap());
+        assert_eq!(pair(7, &txs, &infos).unwrap(), in_order);
+
+        // Shuffled: the long way, to the same pairs.
+        let mut shuffled = infos.clone();
+        shuffled.swap(3, 40);
+        shuffled.reverse();
+        assert_eq!(pair_in_order(7, &txs, &shuffled), None);
+        assert_eq!(pair(7, &txs, &shuffled).unwrap(), in_order);
+
+        // A transaction twice, with its info twice in step: still refused.
+        let mut twice = txs.clone();
+        twice[9] = txs[30].clone();
+        let twice_infos: Vec<_> = twice.iter().map(info).collect();
+        assert_eq!(pair_in_order(7, &twice, &twice_infos), None);
+        assert_eq!(
+            pair(7, &twice, &twice_infos).unwrap_err(),
+            ScanError::DuplicateTransaction {
+                block: 7,
+                tx: hex::encode(&txs[30].txid)
+            }
+        );
+
+        // Without the node's txids the ids come from raw_data, as before.
+        let bare: Vec<_> = txs
+            .iter()
+            .map(|t| TransactionExtention {
+                txid: Vec::new(),
+                ..t.clone()
+            })
+            .collect();
+        assert_eq!(pair(7, &bare, &infos).unwrap(), in_order);
+
+        // Another block's info, one missing: the errors pair_by_id gives.
+        let mut foreign = infos.clone();
+        foreign[5].block_number = 8;
+        assert!(matches!(
+            pair(7, &txs, &foreign).unwrap_err(),
+            ScanError::ForeignInfo { theirs: 8, .. }
+        ));
+        assert_eq!(
+            pair(7, &txs, &infos[..49]).unwrap_err(),
+            ScanError::MissingInfo {
+                block: 7,
+                tx: hex::encode(&txs[49].txid)
+            }
+        );
     }
 }
