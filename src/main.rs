@@ -153,6 +153,9 @@ fn extract(network: &str, files: &[String], watch: &[String]) -> anyhow::Result<
     if network == Network::Tron {
         return extract_tron(&blocks, watch);
     }
+    if network == Network::Solana {
+        return extract_solana(&blocks, watch);
+    }
     let found = paywatch_utxo::extract(network, &blocks, watch).context("extract_failed")?;
     let decimals = match network {
         Network::Bitcoin | Network::Litecoin => 8,
@@ -174,6 +177,40 @@ fn extract(network: &str, files: &[String], watch: &[String]) -> anyhow::Result<
     eprintln!(
         "{} payment(s) to {} watched address(es) in {} block file(s)",
         found.len(),
+        watch.len(),
+        files.len()
+    );
+    Ok(())
+}
+
+fn extract_solana(files: &[(String, Vec<u8>)], watch: &[String]) -> anyhow::Result<()> {
+    let report = paywatch_solana::extract(files, watch).context("extract_failed")?;
+    for p in &report.payments {
+        let t = &p.transfer;
+        match &t.asset {
+            AssetId::Known(a) => {
+                let decimals = Method::new(*a, Network::Solana).map_or(0, |m| m.decimals());
+                println!(
+                    "{} {} {} {} {}",
+                    t.txid,
+                    t.to,
+                    t.amount,
+                    t.amount.to_decimal_string(decimals),
+                    a.as_str()
+                );
+            }
+            // Tokens are no Solana payment method: shown by mint, in base units.
+            AssetId::Token { contract } => {
+                println!("{} {} {} token:{contract}", t.txid, t.to, t.amount);
+            }
+        }
+    }
+    for signature in &report.failed_transactions {
+        eprintln!("not counted: transaction {signature} failed (it moved only its fee)");
+    }
+    eprintln!(
+        "{} payment(s) to {} watched address(es) in {} file(s)",
+        report.payments.len(),
         watch.len(),
         files.len()
     );

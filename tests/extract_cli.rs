@@ -233,3 +233,51 @@ fn extract_reads_tron_transactions_with_their_infos() {
     assert_ne!(code, 0);
     assert!(err.contains("checksum"), "{err}");
 }
+
+#[test]
+fn extract_reads_solana_answers_and_shows_tokens_apart_from_sol() {
+    let sol = chain_fixture("solana", "gemwallet_transfer_sol_with_compute.json");
+    let usdc = chain_fixture("solana", "gemwallet_usdc_transfer.json");
+    let (code, out, err) = extract(&[
+        "--network",
+        "solana",
+        "--file",
+        sol.to_str().unwrap(),
+        "--file",
+        usdc.to_str().unwrap(),
+        "--watch",
+        "7nVDzZUjrBA3gHs3gNcHidhmR96CH7KpKsU8pyBZGHUr",
+        "--watch",
+        "3UJQqKq8Xyx4aVRmHgEwpQZiW7toYRQCTy6Bgp1RdKnK",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let mut lines: Vec<&str> = out.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert!(
+        lines.contains(&"2QeBm7G7qLmVTCVKAkbSUuZvcFjg6mBRVqaVSKWSZsTqJxHVTzMUwxDtu1Myfu8RzpUv5YMEBFFpGbwVM9ZQY8DL 7nVDzZUjrBA3gHs3gNcHidhmR96CH7KpKsU8pyBZGHUr 69000000 0.069 SOL"),
+        "{out}"
+    );
+    // The USDC owner is paid in a token, never in SOL.
+    assert!(
+        lines.iter().any(|l| l.ends_with(
+            " 3UJQqKq8Xyx4aVRmHgEwpQZiW7toYRQCTy6Bgp1RdKnK 100000 token:EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"
+        )),
+        "{out}"
+    );
+    assert!(
+        !out.contains("3UJQqKq8Xyx4aVRmHgEwpQZiW7toYRQCTy6Bgp1RdKnK 0"),
+        "{out}"
+    );
+
+    let (code, _, err) = extract(&[
+        "--network",
+        "solana",
+        "--file",
+        sol.to_str().unwrap(),
+        "--watch",
+        "7nVDzZUjrBA3gHs3gNcHidhmR96CH7KpKsU8pyBZGHUl",
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("--watch"), "{err}");
+}
