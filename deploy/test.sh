@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Runs every test: unit, property, the status contract on SQLite and
 # PostgreSQL, the CLI end to end, payments on real Litecoin Core regtest
-# nodes (directly and through ElectrumX), real mainnet blocks, and doc
-# tests; compiles the benches.
+# nodes (directly and through ElectrumX), on a real anvil with ERC-20
+# contracts, and on the Tron gRPC test node; real mainnet data of every
+# chain, and doc tests; compiles the benches.
 #
 #   bash deploy/test.sh
 #
 # On a fresh Debian machine it installs what is missing (a C compiler,
-# PostgreSQL, litecoind, ElectrumX) and starts PostgreSQL; the tests start
-# their own nodes. The PostgreSQL tests never skip: if the
+# PostgreSQL, litecoind, ElectrumX, anvil, protoc) and starts PostgreSQL;
+# the tests start their own nodes. The PostgreSQL tests never skip: if the
 # server cannot be reached, this fails and says why.
 #
 # PAYWATCH_TEST_POSTGRES  server for the tests, without a database name
