@@ -1,0 +1,577 @@
+//! A Solana RPC node as a [`BlockSource`], over plain JSON-RPC (HTTP POST):
+//! heights are slots, blocks come from `getBlock` and the produced slots of a
+//! window from `getBlocksWithLimit`; finality is the `finalized` commitment.
+//!
+//! # Skipped slots
+//!
+//! Most slots hold a block, some are skipped (their leader produced
+//! nothing). The [`CanonicalStream`](paywatch_core::CanonicalStream) asks
+//! for consecutive heights and links each block to the one below by hash, and
+//! takes `None` for "the chain ends here". So a skipped slot is presented as
+//! an empty block of its own, named after the produced block before it:
+//!
+//! - skipped slot `k` after the produced block `H` has the hash
+//!   `skipped:<k>:<H>` (see [`skipped_hash`]), and its parent is `H` when
+//!   `k - 1` is `H`'s slot, else `skipped:<k-1>:<H>`;
+//! - a produced block whose `parentSlot` is not the slot right below it gets
+//!   as parent `skipped:<slot-1>:<previousBlockhash>`, the hash of the
+//!   skipped slot right below it.
+//!
+//! Both are worked out from a produced block's own `parentSlot` and
+//! `previousBlockhash` (the skipped slots below it), never from the order in
+//! which they were fetched, so the same chain always gives the same hashes,
+//! and a fork that skips other slots, or builds on another block, gives other
+//! ones: the stream sees it as the reorg it is.
+//!
+//! A skipped slot is only presented once a produced block above it is
+//! known; until then the chain ends below it (`None`).
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use paywatch_core::{
+    AtHeight, BlockRef, BlockSource, FetchRange, Network, ReadAhead, SourceBlock, SourceError,
+    WatchSet,
+};
+use reqwest::header::RETRY_AFTER;
+use reqwest::StatusCode;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use solana_transaction_status_client_types::UiConfirmedBlock;
+use tokio::sync::Mutex;
+use tokio::task::JoinSet;
+use tracing::{debug, warn};
+
+use crate::rate::Pacer;
+use crate::scan::{parse_block, scan_block};
+
+/// The wait after a 429 that names none (or one we cannot read).
+const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
+/// The longest `Retry-After` followed; longer ones are capped.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
+/// Slots per window at most; a mainnet block is a few MB of JSON.
+pub const MAX_BLOCKS_PER_REQUEST: usize = 100;
+
+#[derive(Debug, Clone)]
+pub struct SolanaConfig {
+    /// The node's JSON-RPC endpoint (`http://host:8899`).
+    pub url: String,
+    /// The cluster's genesis hash; when set, a node answering
+    /// `getGenesisHash` with another is refused (a fatal error).
+    pub genesis_hash: Option<String>,
+    /// Follow the `confirmed` commitment (payments show as confirming about
+    /// 13 s before they are final) rather than only `finalized` blocks.
+    /// Finality is always `finalized`.
+    pub show_confirmed: bool,
+    /// Requests started per second at most; zero for no limit of our own.
+    pub max_requests_per_second: u32,
+    /// Slots per window (one `getBlocksWithLimit`, then that many `getBlock`
+    /// calls at once), at most [`MAX_BLOCKS_PER_REQUEST`].
+    pub blocks_per_request: usize,
+    /// Windows fetched ahead while the watcher writes.
+    pub batches_in_flight: usize,
+    pub request_timeout: Duration,
+}
+
+impl Default for SolanaConfig {
+    fn default() -> Self {
+        SolanaConfig {
+            url: String::new(),
+            genesis_hash: None,
+            show_confirmed: true,
+            max_requests_per_second: 10,
+            blocks_per_request: 8,
+            batches_in_flight: 2,
+            request_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SolanaSetupError {
+    #[error("url {0:?}: not an http(s) URL")]
+    Url(String),
+    #[error("http client: {0}")]
+    Client(String),
+}
+
+/// The hash given to the skipped slot `slot`, the produced block before it
+/// being `previous`.
+pub fn skipped_hash(slot: u64, previous: &str) -> String {
+    format!("skipped:{slot}:{previous}")
+}
+
+/// What one slot holds, as fetched.
+#[derive(Debug)]
+struct Fetched {
+    block: BlockRef,
+    timestamp: i64,
+    /// `None` for a skipped slot.
+    body: Option<Box<UiConfirmedBlock>>,
+}
+
+impl AtHeight for Fetched {
+    fn height(&self) -> u64 {
+        self.block.height
+    }
+}
+
+/// A produced block's place, from its header.
+#[derive(Debug, Clone)]
+struct Header {
+    slot: u64,
+    parent_slot: u64,
+    hash: String,
+    previous: String,
+    time: i64,
+}
+
+impl Header {
+    fn of(slot: u64, b: &UiConfirmedBlock) -> Result<Header, SourceError> {
+        let r = crate::scan::block_ref(slot, b)
+            .map_err(|e| SourceError::Transient(format!("getBlock {slot}: {e}")))?;
+        Ok(Header {
+            slot,
+            parent_slot: b.parent_slot,
+            hash: r.hash,
+            previous: r.parent,
+            time: b.block_time.unwrap_or(0),
+        })
+    }
+
+    /// The parent as the stream links it: the skipped slot right below when
+    /// there is one.
+    fn block_ref(&self) -> BlockRef {
+        BlockRef {
+            height: self.slot,
+            hash: self.hash.clone(),
+            parent: self.parent_at(self.slot.saturating_sub(1)),
+        }
+    }
+
+    /// The hash at `slot`, for `parent_slot <= slot < self.slot`.
+    fn parent_at(&self, slot: u64) -> String {
+        if slot <= self.parent_slot {
+            self.previous.clone()
+        } else {
+            skipped_hash(slot, &self.previous)
+        }
+    }
+
+    /// The skipped slot `slot` below this block.
+    fn skipped(&self, slot: u64) -> Fetched {
+        Fetched {
+            block: BlockRef {
+                height: slot,
+                hash: skipped_hash(slot, &self.previous),
+                parent: self.parent_at(slot.saturating_sub(1)),
+            },
+            timestamp: self.time,
+            body: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Details {
+    Full,
+    None,
+}
+
+#[derive(Debug)]
+pub struct SolanaSource {
+    shared: Arc<Shared>,
+    ahead: Mutex<ReadAhead<Fetched>>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    http: reqwest::Client,
+    cfg: SolanaConfig,
+    watch: Arc<WatchSet>,
+    host: String,
+    pacer: Pacer,
+    /// The slot of the tip as last seen; read-ahead never passes it.
+    known_tip: AtomicU64,
+    genesis_checked: AtomicBool,
+}
+
+impl SolanaSource {
+    pub fn new(cfg: SolanaConfig, watch: Arc<WatchSet>) -> Result<SolanaSource, SolanaSetupError> {
+        if !(cfg.url.starts_with("http://") || cfg.url.starts_with("https://")) {
+            return Err(SolanaSetupError::Url(shown_host(&cfg.url)));
+        }
+        let http = reqwest::Client::builder()
+            .timeout(cfg.request_timeout)
+            .connect_timeout(cfg.request_timeout.min(Duration::from_secs(10)))
+            .tcp_nodelay(true)
+            .build()
+            .map_err(|e| SolanaSetupError::Client(e.without_url().to_string()))?;
+        let ahead = Mutex::new(ReadAhead::new(cfg.batches_in_flight));
+        Ok(SolanaSource {
+            shared: Arc::new(Shared {
+                http,
+                host: shown_host(&cfg.url),
+                pacer: Pacer::new(cfg.max_requests_per_second),
+                cfg,
+                watch,
+                known_tip: AtomicU64::new(0),
+                genesis_checked: AtomicBool::new(false),
+            }),
+            ahead,
+        })
+    }
+
+    fn translate(&self, f: Fetched) -> Result<SourceBlock, SourceError> {
+        let transfers = match &f.body {
+            None => Vec::new(),
+            Some(body) => scan_block(body, &self.shared.watch.read()).map_err(|e| {
+                SourceError::Transient(format!(
+                    "block {} at slot {}: {e}",
+                    f.block.hash, f.block.height
+                ))
+            })?,
+        };
+        Ok(SourceBlock {
+            block: f.block,
+            timestamp: f.timestamp,
+            transfers,
+        })
+    }
+}
+
+impl FetchRange<Fetched> for Arc<Shared> {
+    fn fetch_range(
+        &self,
+        from: u64,
+        count: usize,
+    ) -> impl Future<Output = Result<Vec<Fetched>, SourceError>> + Send + 'static {
+        fetch_range(self.clone(), from, count, Details::Full)
+    }
+
+    fn batch_len(&self, from: u64) -> usize {
+        let tip = self.known_tip.load(Ordering::Relaxed);
+        let room = tip.saturating_add(1).saturating_sub(from);
+        let want = self.cfg.blocks_per_request.clamp(1, MAX_BLOCKS_PER_REQUEST) as u64;
+        room.min(want).max(u64::from(room == 0)) as usize
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct RpcError {
+    code: i64,
+    message: String,
+}
+
+impl Shared {
+    /// The commitment the watcher follows.
+    fn following(&self) -> &'static str {
+        if self.cfg.show_confirmed {
+            "confirmed"
+        } else {
+            "finalized"
+        }
+    }
+
+    /// One JSON-RPC call; its `result` (which may be null).
+    async fn call(&self, method: &str, params: Value) -> Result<Value, SourceError> {
+        self.pacer.acquire().await;
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let transient =
+            |what: String| SourceError::Transient(format!("{method} at {}: {what}", self.host));
+        let response = self
+            .http
+            .post(&self.cfg.url)
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| transient(e.without_url().to_string()))?;
+        let status = response.status();
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            let wait = response
+                .headers()
+                .get(RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map_or(DEFAULT_RETRY_AFTER, Duration::from_secs)
+                .min(MAX_RETRY_AFTER);
+            self.pacer.pause(wait);
+            warn!(host = %self.host, method, wait_secs = wait.as_secs(), "rate limited by the node");
+            return Err(transient(format!(
+                "rate limited (HTTP 429); no requests for {} s",
+                wait.as_secs()
+            )));
+        }
+        if !status.is_success() {
+            return Err(transient(format!("HTTP {status}")));
+        }
+        let mut answer: Value = response
+            .json()
+            .await
+            .map_err(|e| transient(e.without_url().to_string()))?;
+        if let Some(err) = answer.get("error").filter(|e| !e.is_null()) {
+            let err = RpcError::deserialize(err).map_err(|_| transient(format!("error {err}")))?;
+            return Err(transient(format!("error {}: {}", err.code, err.message)));
+        }
+        match answer.get_mut("result") {
+            Some(result) => Ok(result.take()),
+            None => Err(transient("an answer without a result".into())),
+        }
+    }
+
+    async fn slot(&self, commitment: &str) -> Result<u64, SourceError> {
+        let v = self
+            .call("getSlot", json!([{ "commitment": commitment }]))
+            .await?;
+        v.as_u64()
+            .ok_or_else(|| SourceError::Transient(format!("getSlot answered {v}")))
+    }
+
+    async fn get_block(
+        &self,
+        slot: u64,
+        details: Details,
+        commitment: &str,
+    ) -> Result<UiConfirmedBlock, SourceError> {
+        let details = match details {
+            Details::Full => "full",
+            Details::None => "none",
+        };
+        let v = self
+            .call(
+                "getBlock",
+                json!([slot, {
+                    "encoding": "base64",
+                    "transactionDetails": details,
+                    "rewards": false,
+                    "maxSupportedTransactionVersion": 0,
+                    "commitment": commitment,
+                }]),
+            )
+            .await?;
+        if v.is_null() {
+            return Err(SourceError::Transient(format!(
+                "getBlock at {}: no block at slot {slot}",
+                self.host
+            )));
+        }
+        parse_block(v)
+            .map_err(|e| SourceError::Transient(format!("getBlock {slot} at {}: {e}", self.host)))
+    }
+
+    /// The produced slots from `from` on, `limit` of them at most.
+    async fn produced(&self, from: u64, limit: usize) -> Result<Vec<u64>, SourceError> {
+        let v = self
+            .call(
+                "getBlocksWithLimit",
+                json!([from, limit, { "commitment": self.following() }]),
+            )
+            .await?;
+        let slots: Vec<u64> = serde_json::from_value(v).map_err(|e| {
+            SourceError::Transient(format!("getBlocksWithLimit at {}: {e}", self.host))
+        })?;
+        if slots.first().is_some_and(|s| *s < from) || slots.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(SourceError::Transient(format!(
+                "getBlocksWithLimit at {} from {from}: slots out of order",
+                self.host
+            )));
+        }
+        Ok(slots)
+    }
+
+    async fn check_genesis(&self) -> Result<(), SourceError> {
+        let Some(want) = &self.cfg.genesis_hash else {
+            return Ok(());
+        };
+        if self.genesis_checked.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let got = self.call("getGenesisHash", json!([])).await?;
+        if got.as_str() != Some(want.as_str()) {
+            return Err(SourceError::Fatal(format!(
+                "the node at {} is on another cluster: genesis hash {got}, expected {want}",
+                self.host
+            )));
+        }
+        self.genesis_checked.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// Slots `from..from + count` as far as they are known: produced blocks as
+/// they are, skipped slots named after the produced block below them (see
+/// the module docs). Trailing skipped slots are only given when a produced
+/// block above them is known; otherwise the answer is short.
+async fn fetch_range(
+    shared: Arc<Shared>,
+    from: u64,
+    count: usize,
+    details: Details,
+) -> Result<Vec<Fetched>, SourceError> {
+    let end = from + count as u64;
+    let listed = shared.produced(from, count).await?;
+    let inside: Vec<u64> = listed.iter().copied().filter(|s| *s < end).collect();
+    let above = listed.iter().copied().find(|s| *s >= end);
+    let commitment = shared.following();
+
+    // Every produced block of the window at once (the pacer spaces them).
+    let mut calls = JoinSet::new();
+    for slot in inside.iter().copied() {
+        let s = shared.clone();
+        calls.spawn(async move {
+            let b = s.get_block(slot, details, commitment).await?;
+            Ok::<_, SourceError>((slot, b))
+        });
+    }
+    let mut blocks: Vec<(u64, UiConfirmedBlock)> = Vec::with_capacity(inside.len());
+    while let Some(done) = calls.join_next().await {
+        blocks.push(done.map_err(|e| SourceError::Transient(format!("getBlock task: {e}")))??);
+    }
+    blocks.sort_by_key(|(slot, _)| *slot);
+
+    // The block above the window names the skipped slots at its end.
+    let trailing = inside.last().map_or(count > 0, |last| last + 1 < end);
+    let above = match above {
+        Some(slot) if trailing => {
+            let b = shared.get_block(slot, Details::None, commitment).await?;
+            Some(Header::of(slot, &b)?)
+        }
+        _ => None,
+    };
+
+    let mut out = Vec::with_capacity(count);
+    let mut next = from;
+    let mut last_produced: Option<u64> = None;
+    let mut anchors: Vec<(Header, Option<UiConfirmedBlock>)> = Vec::new();
+    for (slot, b) in blocks {
+        anchors.push((Header::of(slot, &b)?, Some(b)));
+    }
+    if let Some(h) = above {
+        anchors.push((h, None));
+    }
+    for (header, body) in anchors {
+        // The node's list of produced slots and the block's parent agree.
+        let consistent = match last_produced {
+            Some(prev) => header.parent_slot == prev,
+            None => header.parent_slot < from || (header.slot == 0 && from == 0),
+        };
+        if !consistent {
+            return Err(SourceError::Transient(format!(
+                "{}: block {} at slot {} has parent slot {}, but the produced slots listed from \
+                 {from} disagree",
+                shared.host, header.hash, header.slot, header.parent_slot
+            )));
+        }
+        for skipped in next..header.slot.min(end) {
+            out.push(header.skipped(skipped));
+        }
+        if let Some(body) = body {
+            out.push(Fetched {
+                block: header.block_ref(),
+                timestamp: header.time,
+                body: matches!(details, Details::Full).then(|| Box::new(body)),
+            });
+        }
+        next = header.slot + 1;
+        last_produced = Some(header.slot);
+    }
+    debug!(from, count, got = out.len(), "fetched slots");
+    Ok(out)
+}
+
+/// The node's host and port, never a path or query that may hold an API key.
+fn shown_host(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let host = rest.split(['/', '?']).next().unwrap_or(rest);
+    host.rsplit_once('@').map_or(host, |(_, h)| h).to_owned()
+}
+
+#[async_trait]
+impl BlockSource for SolanaSource {
+    fn network(&self) -> Network {
+        Network::Solana
+    }
+
+    /// The latest block at the commitment followed (`confirmed` when
+    /// `show_confirmed`, else `finalized`).
+    async fn tip(&self) -> Result<BlockRef, SourceError> {
+        self.shared.check_genesis().await?;
+        let commitment = self.shared.following();
+        let slot = self.shared.slot(commitment).await?;
+        let b = self
+            .shared
+            .get_block(slot, Details::None, commitment)
+            .await?;
+        let tip = Header::of(slot, &b)?.block_ref();
+        self.shared.known_tip.store(slot, Ordering::Relaxed);
+        Ok(tip)
+    }
+
+    async fn final_height(&self) -> Result<u64, SourceError> {
+        self.shared.slot("finalized").await
+    }
+
+    async fn block(&self, height: u64) -> Result<Option<SourceBlock>, SourceError> {
+        let mut ahead = self.ahead.lock().await;
+        let Some(f) = ahead.fetched(height, &self.shared).await? else {
+            return Ok(None);
+        };
+        let done = self.translate(f);
+        if let Err(e) = &done {
+            warn!(error = %e, slot = height, "unusable answer; nothing from it is recorded");
+            ahead.clear();
+        }
+        done.map(Some)
+    }
+
+    /// Headers only (`transactionDetails: "none"`), past the read-ahead.
+    async fn block_ref(&self, height: u64) -> Result<Option<BlockRef>, SourceError> {
+        let got = fetch_range(self.shared.clone(), height, 1, Details::None).await?;
+        Ok(got.into_iter().next().map(|f| f.block))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_are_shown_without_credentials_or_paths() {
+        assert_eq!(
+            shown_host("https://user:key@rpc.example:8899/x?api-key=1"),
+            "rpc.example:8899"
+        );
+    }
+
+    #[test]
+    fn skipped_slots_link_between_produced_blocks() {
+        // 10 produced, 11 and 12 skipped, 13 produced on 10.
+        let h = Header {
+            slot: 13,
+            parent_slot: 10,
+            hash: "C".into(),
+            previous: "A".into(),
+            time: 0,
+        };
+        let s11 = h.skipped(11).block;
+        let s12 = h.skipped(12).block;
+        let b13 = h.block_ref();
+        assert_eq!(s11.parent, "A");
+        assert_eq!(s12.parent, s11.hash);
+        assert_eq!(b13.parent, s12.hash);
+        assert_eq!(s12.hash, "skipped:12:A");
+        // No skipped slot below: the parent is the previous blockhash.
+        let d = Header {
+            slot: 14,
+            parent_slot: 13,
+            hash: "D".into(),
+            previous: "C".into(),
+            time: 0,
+        };
+        assert_eq!(d.block_ref().parent, "C");
+    }
+}
