@@ -137,8 +137,8 @@ fi
 # --- lints -------------------------------------------------------------------
 # Clippy enforces the workspace lints, among them no float arithmetic.
 if cargo clippy --version >/dev/null 2>&1; then
-    say "cargo clippy --workspace --all-targets --locked -- -D warnings"
-    cargo clippy --workspace --all-targets --locked -- -D warnings || die "clippy found problems (above)"
+    say "cargo clippy --workspace --all-targets --all-features --locked -- -D warnings"
+    cargo clippy --workspace --all-targets --all-features --locked -- -D warnings || die "clippy found problems (above)"
 else
     say "clippy is not installed; skipping the lint check"
 fi
@@ -147,14 +147,16 @@ fi
 # Every target compiles, the bench included. The bench is not *run*: it has
 # its own main (harness = false) that measures for minutes; run it with
 # `cargo bench --bench core`. Plain `cargo test` runs everything else:
+# (--all-features: the Solana test node is a testkit feature, kept out of
+# the paywatch binary's build; its tests must run all the same)
 # libraries, binaries, integration tests and doc tests.
-say "cargo test --workspace --all-targets --locked --no-run"
-cargo test --workspace --all-targets --locked --no-run
-say "cargo test --workspace --locked --no-fail-fast"
+say "cargo test --workspace --all-targets --all-features --locked --no-run"
+cargo test --workspace --all-targets --all-features --locked --no-run
+say "cargo test --workspace --all-features --locked --no-fail-fast"
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 set +e
-cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log"
+cargo test --workspace --all-features --locked --no-fail-fast 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 # One closing line for the whole run: cargo ends on the doc tests' summary,

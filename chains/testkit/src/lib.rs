@@ -8,9 +8,13 @@ pub use scripted::{ScriptedChain, ScriptedSource};
 pub mod anvil;
 pub mod electrumx;
 pub mod litecoind;
+#[cfg(feature = "solana")]
+pub mod solana;
 pub mod tron;
 
 pub use anvil::{AnvilError, AnvilNode, AnvilOptions};
 pub use electrumx::{ElectrumX, ElectrumXOptions};
 pub use litecoind::{Auth, HarnessError, LitecoinNode, NodeOptions};
+#[cfg(feature = "solana")]
+pub use solana::{SolanaFault, SolanaNode, SolanaNodeError, SolanaNodeOptions};
 pub use tron::{Fault, TronAccount, TronContract, TronNode, TronNodeError, TronNodeOptions, TxId};

@@ -1,0 +1,427 @@
+//! A small HTTP/1.1 JSON-RPC server (keep-alive, batches) on a raw tokio
+//! listener: a full HTTP stack would add nothing a test needs, and the raw
+//! one makes faults (429, 503, slowness) exact.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use base64::prelude::{Engine, BASE64_STANDARD};
+use serde_json::{json, Value};
+use solana_message::VersionedMessage;
+use solana_transaction_status_client_types::option_serializer::OptionSerializer;
+use solana_transaction_status_client_types::{
+    EncodedConfirmedTransactionWithStatusMeta, EncodedTransaction,
+    EncodedTransactionWithStatusMeta, TransactionBinaryEncoding, TransactionDetails,
+    UiCompiledInstruction, UiConfirmedBlock, UiMessage, UiRawMessage, UiTransaction,
+    UiTransactionEncoding, UiTransactionStatusMeta,
+};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpListener;
+
+use super::chain::{Block, Ledger, StoredTx};
+use super::SolanaFault;
+
+/// What the server shares with the node.
+#[derive(Debug, Default)]
+pub(crate) struct Served {
+    pub(crate) ledger: Ledger,
+    pub(crate) fault: SolanaFault,
+    pub(crate) requests: u64,
+}
+
+pub(crate) type Shared = Arc<Mutex<Served>>;
+
+/// A panic elsewhere must not take the server down with it.
+pub(crate) fn lock(shared: &Shared) -> MutexGuard<'_, Served> {
+    shared.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+type RpcErr = (i64, String);
+
+/// What to do with one HTTP request, decided by the fault.
+enum Answer {
+    Normal,
+    After(Duration),
+    TooMany(u64),
+    Unavailable,
+}
+
+fn answer(shared: &Shared) -> Answer {
+    let mut s = lock(shared);
+    s.requests += 1;
+    match &mut s.fault {
+        SolanaFault::None => Answer::Normal,
+        SolanaFault::Slow(d) => Answer::After(*d),
+        SolanaFault::Unavailable => Answer::Unavailable,
+        SolanaFault::RateLimited {
+            requests,
+            retry_after_secs,
+        } => {
+            let retry = *retry_after_secs;
+            *requests = requests.saturating_sub(1);
+            if *requests == 0 {
+                s.fault = SolanaFault::None;
+            }
+            Answer::TooMany(retry)
+        }
+    }
+}
+
+pub(crate) async fn serve(listener: TcpListener, shared: Shared) {
+    loop {
+        let Ok((sock, _)) = listener.accept().await else {
+            continue;
+        };
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let (r, mut w) = sock.into_split();
+            let mut r = BufReader::new(r);
+            while let Some(body) = read_request(&mut r).await {
+                let (status, extra, out) = match answer(&shared) {
+                    Answer::TooMany(secs) => (
+                        "429 Too Many Requests",
+                        format!("retry-after: {secs}\r\n"),
+                        b"Too many requests".to_vec(),
+                    ),
+                    Answer::Unavailable => (
+                        "503 Service Unavailable",
+                        String::new(),
+                        b"Service unavailable".to_vec(),
+                    ),
+                    Answer::After(d) => {
+                        tokio::time::sleep(d).await;
+                        ("200 OK", String::new(), respond(&shared, &body))
+                    }
+                    Answer::Normal => ("200 OK", String::new(), respond(&shared, &body)),
+                };
+                let head = format!(
+                    "HTTP/1.1 {status}\r\ncontent-type: application/json\r\n{extra}content-length: {}\r\n\r\n",
+                    out.len()
+                );
+                if w.write_all(head.as_bytes()).await.is_err() || w.write_all(&out).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+}
+
+/// The body of the next request on the connection; `None` when it closes.
+async fn read_request<R: AsyncBufReadExt + AsyncReadExt + Unpin>(r: &mut R) -> Option<Vec<u8>> {
+    let mut len = 0usize;
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if r.read_line(&mut line).await.unwrap_or(0) == 0 {
+            return None;
+        }
+        let l = line.trim_end();
+        if l.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = l.split_once(':') {
+            if k.eq_ignore_ascii_case("content-length") {
+                len = v.trim().parse().unwrap_or(0);
+            }
+        }
+    }
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body).await.ok()?;
+    Some(body)
+}
+
+fn respond(shared: &Shared, body: &[u8]) -> Vec<u8> {
+    let s = lock(shared);
+    let resp = match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Array(reqs)) => Value::Array(reqs.iter().map(|q| handle(&s.ledger, q)).collect()),
+        Ok(req) => handle(&s.ledger, &req),
+        Err(e) => {
+            json!({"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":e.to_string()}})
+        }
+    };
+    serde_json::to_vec(&resp).unwrap_or_default()
+}
+
+fn handle(l: &Ledger, req: &Value) -> Value {
+    let id = req.get("id").cloned().unwrap_or(Value::Null);
+    let params = req
+        .get("params")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let res = match req.get("method").and_then(Value::as_str).unwrap_or("") {
+        "getSlot" => tip(l, params.first()).map(|s| json!(s)),
+        "getBlockHeight" => tip(l, params.first()).map(|s| json!(l.block_height_at(s))),
+        "getBlocks" => get_blocks(l, &params),
+        "getBlock" => get_block(l, &params),
+        "getTransaction" => get_transaction(l, &params),
+        "getLatestBlockhash" => Ok(json!({
+            "context": {"slot": l.processed_slot},
+            "value": {
+                "blockhash": l.latest_blockhash,
+                // Blockhashes stay valid for 150 blocks on mainnet.
+                "lastValidBlockHeight": l.block_height_at(l.processed_slot) + 150,
+            },
+        })),
+        "getHealth" => Ok(json!("ok")),
+        "getVersion" => Ok(json!({"solana-core": "3.1.14", "feature-set": 0u32})),
+        m => Err((-32601, format!("Method not found: {m}"))),
+    };
+    match res {
+        Ok(v) => json!({"jsonrpc":"2.0","id":id,"result":v}),
+        Err((code, message)) => {
+            json!({"jsonrpc":"2.0","id":id,"error":{"code":code,"message":message}})
+        }
+    }
+}
+
+fn invalid(what: impl std::fmt::Display) -> RpcErr {
+    (-32602, format!("Invalid params: {what}"))
+}
+
+/// The slot at the config's commitment; finalized by default, as agave.
+fn tip(l: &Ledger, cfg: Option<&Value>) -> Result<u64, RpcErr> {
+    let commitment = cfg
+        .and_then(|c| c.get("commitment"))
+        .and_then(Value::as_str)
+        .unwrap_or("finalized");
+    match commitment {
+        "finalized" | "max" | "root" => Ok(l.finalized_slot),
+        "confirmed" | "singleGossip" => Ok(l.confirmed_slot),
+        "processed" | "recent" => Ok(l.processed_slot),
+        c => Err(invalid(format!("unknown commitment {c}"))),
+    }
+}
+
+/// getBlock, getBlocks and getTransaction refuse `processed`, as agave.
+fn at_least_confirmed(cfg: Option<&Value>) -> Result<(), RpcErr> {
+    if cfg
+        .and_then(|c| c.get("commitment"))
+        .and_then(Value::as_str)
+        == Some("processed")
+    {
+        return Err(invalid(
+            "Method does not support commitment below `confirmed`",
+        ));
+    }
+    Ok(())
+}
+
+fn get_blocks(l: &Ledger, p: &[Value]) -> Result<Value, RpcErr> {
+    let start = p
+        .first()
+        .and_then(Value::as_u64)
+        .ok_or_else(|| invalid("start_slot"))?;
+    // [start], [start, end|null], [start, config], [start, end|null, config]
+    let (end, cfg) = match p.get(1) {
+        Some(Value::Object(_)) => (None, p.get(1)),
+        Some(v) => (v.as_u64(), p.get(2)),
+        None => (None, None),
+    };
+    at_least_confirmed(cfg)?;
+    let tip = tip(l, cfg)?;
+    let end = end.unwrap_or(tip).min(tip);
+    if end < start {
+        return Ok(json!([]));
+    }
+    Ok(json!(l
+        .blocks
+        .range(start..=end)
+        .map(|(s, _)| *s)
+        .collect::<Vec<_>>()))
+}
+
+/// Encoding, rewards and max version from a getBlock/getTransaction config
+/// (or the old form, a bare encoding string).
+fn tx_config(cfg: Option<&Value>) -> Result<(UiTransactionEncoding, bool, Option<u64>), RpcErr> {
+    let get = |k: &str| cfg.and_then(|c| c.get(k));
+    let encoding = match cfg {
+        Some(Value::String(e)) => serde_json::from_value(json!(e)),
+        _ => serde_json::from_value(get("encoding").cloned().unwrap_or(json!("json"))),
+    }
+    .map_err(invalid)?;
+    let rewards = get("rewards").and_then(Value::as_bool).unwrap_or(true);
+    let max_version = get("maxSupportedTransactionVersion").and_then(Value::as_u64);
+    Ok((encoding, rewards, max_version))
+}
+
+fn get_block(l: &Ledger, p: &[Value]) -> Result<Value, RpcErr> {
+    let slot = p
+        .first()
+        .and_then(Value::as_u64)
+        .ok_or_else(|| invalid("slot"))?;
+    let cfg = p.get(1);
+    let (encoding, rewards, max_version) = tx_config(cfg)?;
+    let details: TransactionDetails = serde_json::from_value(
+        cfg.and_then(|c| c.get("transactionDetails"))
+            .cloned()
+            .unwrap_or(json!("full")),
+    )
+    .map_err(invalid)?;
+    at_least_confirmed(cfg)?;
+    let tip = tip(l, cfg.filter(|c| c.is_object()))?;
+    if slot > tip {
+        return Err((-32004, format!("Block not available for slot {slot}")));
+    }
+    let Some(b) = l.blocks.get(&slot) else {
+        return Err((
+            -32007,
+            format!("Slot {slot} was skipped, or missing due to ledger jump to recent snapshot"),
+        ));
+    };
+    let block = encode_block(b, encoding, details, rewards, max_version)?;
+    serde_json::to_value(block).map_err(|e| (-32603, e.to_string()))
+}
+
+fn get_transaction(l: &Ledger, p: &[Value]) -> Result<Value, RpcErr> {
+    let sig = p
+        .first()
+        .and_then(Value::as_str)
+        .ok_or_else(|| invalid("signature"))?;
+    let cfg = p.get(1);
+    let (encoding, _, max_version) = tx_config(cfg)?;
+    at_least_confirmed(cfg)?;
+    let tip = tip(l, cfg.filter(|c| c.is_object()))?;
+    let found = l.blocks.range(..=tip).find_map(|(_, b)| {
+        b.txs
+            .iter()
+            .find(|t| {
+                t.tx.signatures
+                    .first()
+                    .is_some_and(|s| s.to_string() == sig)
+            })
+            .map(|t| (b, t))
+    });
+    let Some((b, t)) = found else {
+        return Ok(Value::Null);
+    };
+    check_version(t, max_version)?;
+    let tx = EncodedConfirmedTransactionWithStatusMeta {
+        slot: b.slot,
+        transaction: encode_tx(t, encoding, false, max_version.is_some())?,
+        block_time: Some(b.block_time),
+    };
+    serde_json::to_value(tx).map_err(|e| (-32603, e.to_string()))
+}
+
+fn check_version(t: &StoredTx, max_version: Option<u64>) -> Result<(), RpcErr> {
+    if matches!(t.tx.message, VersionedMessage::V0(_)) && max_version.is_none() {
+        return Err((
+            -32015,
+            "Transaction version (0) is not supported by the requesting client. Please try the \
+             request again with the following configuration parameter: \
+             \"maxSupportedTransactionVersion\": 0"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+fn encode_block(
+    b: &Block,
+    encoding: UiTransactionEncoding,
+    details: TransactionDetails,
+    show_rewards: bool,
+    max_version: Option<u64>,
+) -> Result<UiConfirmedBlock, RpcErr> {
+    for t in &b.txs {
+        check_version(t, max_version)?;
+    }
+    let first_sig = |t: &StoredTx| {
+        t.tx.signatures
+            .first()
+            .map(ToString::to_string)
+            .unwrap_or_default()
+    };
+    let (transactions, signatures) = match details {
+        TransactionDetails::Full => (
+            Some(
+                b.txs
+                    .iter()
+                    .map(|t| encode_tx(t, encoding, show_rewards, max_version.is_some()))
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
+            None,
+        ),
+        TransactionDetails::Signatures => (None, Some(b.txs.iter().map(first_sig).collect())),
+        TransactionDetails::None => (None, None),
+        TransactionDetails::Accounts => {
+            return Err(invalid(
+                "transactionDetails accounts is not served by the test node",
+            ))
+        }
+    };
+    Ok(UiConfirmedBlock {
+        previous_blockhash: b.previous_blockhash.clone(),
+        blockhash: b.blockhash.clone(),
+        parent_slot: b.parent_slot,
+        transactions,
+        signatures,
+        rewards: show_rewards.then(Vec::new),
+        num_reward_partitions: None,
+        block_time: Some(b.block_time),
+        block_height: Some(b.block_height),
+    })
+}
+
+fn encode_tx(
+    t: &StoredTx,
+    encoding: UiTransactionEncoding,
+    show_rewards: bool,
+    with_version: bool,
+) -> Result<EncodedTransactionWithStatusMeta, RpcErr> {
+    let binary = || bincode::serialize(&t.tx).map_err(|e| (-32603, e.to_string()));
+    let transaction = match encoding {
+        UiTransactionEncoding::Base64 => EncodedTransaction::Binary(
+            BASE64_STANDARD.encode(binary()?),
+            TransactionBinaryEncoding::Base64,
+        ),
+        UiTransactionEncoding::Base58 | UiTransactionEncoding::Binary => {
+            EncodedTransaction::Binary(
+                bs58::encode(binary()?).into_string(),
+                TransactionBinaryEncoding::Base58,
+            )
+        }
+        UiTransactionEncoding::Json => EncodedTransaction::Json(UiTransaction {
+            signatures: t.tx.signatures.iter().map(ToString::to_string).collect(),
+            message: UiMessage::Raw(UiRawMessage {
+                header: *t.tx.message.header(),
+                account_keys: t
+                    .tx
+                    .message
+                    .static_account_keys()
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect(),
+                recent_blockhash: t.tx.message.recent_blockhash().to_string(),
+                instructions: t
+                    .tx
+                    .message
+                    .instructions()
+                    .iter()
+                    .map(|ix| UiCompiledInstruction::from(ix, None))
+                    .collect(),
+                address_table_lookups: match &t.tx.message {
+                    VersionedMessage::V0(m) => {
+                        Some(m.address_table_lookups.iter().map(Into::into).collect())
+                    }
+                    VersionedMessage::Legacy(_) => None,
+                },
+            }),
+        }),
+        UiTransactionEncoding::JsonParsed => {
+            return Err(invalid("jsonParsed is not served by the test node"))
+        }
+    };
+    // The client-types crate's own conversion: err, status, balances,
+    // loadedAddresses, ... exactly as agave serializes them.
+    let mut meta = UiTransactionStatusMeta::from(t.meta.clone());
+    if !show_rewards {
+        meta.rewards = OptionSerializer::Skip;
+    }
+    Ok(EncodedTransactionWithStatusMeta {
+        transaction,
+        meta: Some(meta),
+        version: with_version.then(|| t.tx.version()),
+    })
+}

@@ -1,0 +1,386 @@
+//! The Solana test node through the real `RpcClient`, so what it serves is
+//! what agave's client decodes.
+
+use std::time::{Duration, Instant};
+
+use paywatch_testkit::solana::{associated_token_address, LAMPORTS_PER_SOL};
+use paywatch_testkit::{SolanaFault, SolanaNode, SolanaNodeOptions};
+use solana_commitment_config::CommitmentConfig;
+use solana_keypair::Keypair;
+use solana_rpc_client::api::client_error::{Error as ClientError, ErrorKind};
+use solana_rpc_client::api::config::{RpcBlockConfig, RpcTransactionConfig};
+use solana_rpc_client::api::request::RpcError;
+use solana_rpc_client::nonblocking::rpc_client::RpcClient;
+use solana_signature::Signature;
+use solana_signer::Signer;
+use solana_transaction_status_client_types::option_serializer::OptionSerializer;
+use solana_transaction_status_client_types::{
+    EncodedTransaction, EncodedTransactionWithStatusMeta, TransactionDetails, UiConfirmedBlock,
+    UiMessage, UiTransactionEncoding, UiTransactionStatusMeta,
+};
+
+async fn node() -> (SolanaNode, RpcClient) {
+    let node = SolanaNode::start(SolanaNodeOptions::default())
+        .await
+        .expect("start");
+    let client = RpcClient::new_with_commitment(node.url(), CommitmentConfig::confirmed());
+    (node, client)
+}
+
+fn config(commitment: CommitmentConfig, max_version: Option<u8>) -> RpcBlockConfig {
+    RpcBlockConfig {
+        encoding: Some(UiTransactionEncoding::Json),
+        transaction_details: Some(TransactionDetails::Full),
+        rewards: Some(false),
+        commitment: Some(commitment),
+        max_supported_transaction_version: max_version,
+    }
+}
+
+async fn block(client: &RpcClient, slot: u64) -> UiConfirmedBlock {
+    client
+        .get_block_with_config(slot, config(CommitmentConfig::confirmed(), Some(0)))
+        .await
+        .expect("getBlock")
+}
+
+async fn confirmed_blocks(client: &RpcClient) -> Vec<u64> {
+    client
+        .get_blocks_with_commitment(0, None, CommitmentConfig::confirmed())
+        .await
+        .unwrap()
+}
+
+fn code(e: &ClientError) -> Option<i64> {
+    match e.kind() {
+        ErrorKind::RpcError(RpcError::RpcResponseError { code, .. }) => Some(*code),
+        _ => None,
+    }
+}
+
+/// The transaction with signature `sig` in `block`, and its account keys
+/// (static, then loaded), which index its balances.
+fn find(
+    block: &UiConfirmedBlock,
+    sig: &Signature,
+) -> (EncodedTransactionWithStatusMeta, Vec<String>) {
+    let sig = sig.to_string();
+    let tx = block
+        .transactions
+        .as_ref()
+        .expect("full details")
+        .iter()
+        .find(|t| match &t.transaction {
+            EncodedTransaction::Json(ui) => ui.signatures[0] == sig,
+            _ => false,
+        })
+        .expect("transaction in block")
+        .clone();
+    let EncodedTransaction::Json(ui) = &tx.transaction else {
+        panic!("json encoding")
+    };
+    let UiMessage::Raw(msg) = &ui.message else {
+        panic!("raw message")
+    };
+    let mut keys = msg.account_keys.clone();
+    let meta = tx.meta.as_ref().expect("meta");
+    if let OptionSerializer::Some(la) = &meta.loaded_addresses {
+        keys.extend(la.writable.iter().cloned());
+        keys.extend(la.readonly.iter().cloned());
+    }
+    (tx, keys)
+}
+
+/// post − pre lamports of `key` in the transaction.
+fn delta(meta: &UiTransactionStatusMeta, keys: &[String], key: &str) -> i128 {
+    let i = keys
+        .iter()
+        .position(|k| k == key)
+        .expect("key in transaction");
+    i128::from(meta.post_balances[i]) - i128::from(meta.pre_balances[i])
+}
+
+/// The token amount (base units) owned by `owner`, before and after.
+fn token(meta: &UiTransactionStatusMeta, owner: &str) -> (Option<String>, Option<String>) {
+    let pick = |list: &OptionSerializer<Vec<_>>| match list {
+        OptionSerializer::Some(l) => l
+            .iter()
+            .find(
+                |b: &&solana_transaction_status_client_types::UiTransactionTokenBalance| {
+                    b.owner == OptionSerializer::Some(owner.to_string())
+                },
+            )
+            .map(|b| b.ui_token_amount.amount.clone()),
+        _ => None,
+    };
+    (
+        pick(&meta.pre_token_balances),
+        pick(&meta.post_token_balances),
+    )
+}
+
+#[tokio::test]
+async fn blocks_link_skip_and_lag() {
+    let (mut node, client) = node().await;
+    assert_eq!(node.produce_block(), 1);
+    assert_eq!(node.skip_slot(), 3);
+    assert_eq!(node.produce_block(), 4);
+    assert_eq!(node.produce_block(), 5);
+
+    let confirmed = client.get_slot().await.unwrap();
+    let finalized = client
+        .get_slot_with_commitment(CommitmentConfig::finalized())
+        .await
+        .unwrap();
+    let processed = client
+        .get_slot_with_commitment(CommitmentConfig::processed())
+        .await
+        .unwrap();
+    assert_eq!((processed, confirmed, finalized), (5, 5, 3));
+    assert_eq!(client.get_block_height().await.unwrap(), 4);
+
+    let slots = client
+        .get_blocks_with_commitment(0, None, CommitmentConfig::confirmed())
+        .await
+        .unwrap();
+    assert_eq!(slots, vec![0, 1, 3, 4, 5]);
+    let fin = client.get_blocks(0, None).await.unwrap();
+    // Without a commitment, finalized (as agave).
+    assert_eq!(fin, vec![0, 1, 3]);
+    let some = client
+        .get_blocks_with_commitment(1, Some(4), CommitmentConfig::confirmed())
+        .await
+        .unwrap();
+    assert_eq!(some, vec![1, 3, 4]);
+
+    for pair in slots.windows(2) {
+        let (parent, child) = (block(&client, pair[0]).await, block(&client, pair[1]).await);
+        assert_eq!(child.parent_slot, pair[0]);
+        assert_eq!(child.previous_blockhash, parent.blockhash);
+        assert_ne!(child.blockhash, parent.blockhash);
+    }
+
+    let skipped = client
+        .get_block_with_config(2, config(CommitmentConfig::confirmed(), Some(0)))
+        .await
+        .unwrap_err();
+    assert_eq!(code(&skipped), Some(-32007));
+    let not_final = client
+        .get_block_with_config(5, config(CommitmentConfig::finalized(), Some(0)))
+        .await
+        .unwrap_err();
+    assert_eq!(code(&not_final), Some(-32004));
+}
+
+#[tokio::test]
+async fn transfers_failures_and_tokens() {
+    let (mut node, client) = node().await;
+    let (alice, bob) = (SolanaNode::dev(0), SolanaNode::dev(1));
+    let merchant = Keypair::new().pubkey();
+
+    let paid = node.send_sol(&alice, &merchant, LAMPORTS_PER_SOL).unwrap();
+    let bob_before = node.balance(&bob.pubkey());
+    let failed = node.send_sol_failing(&bob, &merchant).unwrap();
+    let slot = node.produce_block();
+    let b = block(&client, slot).await;
+
+    let (tx, keys) = find(&b, &paid);
+    let meta = tx.meta.unwrap();
+    assert!(meta.err.is_none());
+    assert_eq!(
+        delta(&meta, &keys, &merchant.to_string()),
+        i128::from(LAMPORTS_PER_SOL)
+    );
+    assert_eq!(
+        delta(&meta, &keys, &alice.pubkey().to_string()),
+        -i128::from(LAMPORTS_PER_SOL) - i128::from(meta.fee)
+    );
+
+    let (tx, keys) = find(&b, &failed);
+    let meta = tx.meta.unwrap();
+    assert!(meta.err.is_some());
+    assert!(meta.fee > 0);
+    assert_eq!(
+        delta(&meta, &keys, &bob.pubkey().to_string()),
+        -i128::from(meta.fee)
+    );
+    assert_eq!(delta(&meta, &keys, &merchant.to_string()), 0);
+    assert_eq!(node.balance(&bob.pubkey()), bob_before - meta.fee);
+
+    let mint = node.create_usdc_mint(&alice).unwrap();
+    node.produce_block();
+    node.mint_tokens(&mint, &alice, &alice.pubkey(), 1_000_000_000)
+        .unwrap();
+    node.produce_block();
+    let sent = node
+        .send_token(&alice, &mint, &merchant, 25_500_000)
+        .unwrap();
+    let slot = node.produce_block();
+    let (tx, keys) = find(&block(&client, slot).await, &sent);
+    let meta = tx.meta.unwrap();
+    assert!(meta.err.is_none());
+    let alice_key = alice.pubkey().to_string();
+    assert_eq!(
+        token(&meta, &alice_key),
+        (Some("1000000000".into()), Some("974500000".into()))
+    );
+    // The merchant's token account is created in this transaction.
+    assert_eq!(
+        token(&meta, &merchant.to_string()),
+        (None, Some("25500000".into()))
+    );
+    let OptionSerializer::Some(post) = &meta.post_token_balances else {
+        panic!("token balances")
+    };
+    let merchant_post = post
+        .iter()
+        .find(|b| b.owner == OptionSerializer::Some(merchant.to_string()))
+        .unwrap();
+    assert_eq!(merchant_post.ui_token_amount.ui_amount_string, "25.5");
+    assert_eq!(merchant_post.ui_token_amount.decimals, 6);
+    assert_eq!(merchant_post.mint, mint.to_string());
+    // A program paid the new account's rent (a CPI into the system program).
+    let ata = associated_token_address(&merchant, &mint).to_string();
+    assert_eq!(
+        delta(&meta, &keys, &ata),
+        i128::from(node.rent_exempt_minimum(165))
+    );
+    let OptionSerializer::Some(inner) = &meta.inner_instructions else {
+        panic!("inner instructions")
+    };
+    assert!(!inner.is_empty());
+
+    // getTransaction finds it too.
+    let got = client
+        .get_transaction_with_config(
+            &sent,
+            RpcTransactionConfig {
+                encoding: Some(UiTransactionEncoding::Base64),
+                commitment: Some(CommitmentConfig::confirmed()),
+                max_supported_transaction_version: Some(0),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(got.slot, slot);
+    let decoded = got.transaction.transaction.decode().unwrap();
+    assert_eq!(decoded.signatures[0], sent);
+}
+
+#[tokio::test]
+async fn v0_transaction_lists_loaded_addresses() {
+    let (mut node, client) = node().await;
+    let alice = SolanaNode::dev(0);
+    let merchant = Keypair::new().pubkey();
+    let table = node.create_lookup_table(&alice, vec![merchant]).unwrap();
+    node.produce_block();
+    let sig = node
+        .send_sol_v0(&alice, &merchant, LAMPORTS_PER_SOL, &table)
+        .unwrap();
+    let slot = node.produce_block();
+
+    let old_client = client
+        .get_block_with_config(slot, config(CommitmentConfig::confirmed(), None))
+        .await
+        .unwrap_err();
+    assert_eq!(code(&old_client), Some(-32015));
+
+    let (tx, keys) = find(&block(&client, slot).await, &sig);
+    assert_eq!(
+        tx.version,
+        Some(solana_transaction::versioned::TransactionVersion::Number(0))
+    );
+    let meta = tx.meta.unwrap();
+    assert!(meta.err.is_none(), "{:?} {:?}", meta.err, meta.log_messages);
+    let OptionSerializer::Some(loaded) = &meta.loaded_addresses else {
+        panic!("loaded addresses")
+    };
+    assert_eq!(loaded.writable, vec![merchant.to_string()]);
+    assert_eq!(
+        delta(&meta, &keys, &merchant.to_string()),
+        i128::from(LAMPORTS_PER_SOL)
+    );
+}
+
+#[tokio::test]
+async fn faults() {
+    let (node, client) = node().await;
+    node.set_fault(SolanaFault::RateLimited {
+        requests: 1,
+        retry_after_secs: 1,
+    });
+    let http = reqwest::Client::new();
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "getSlot"});
+    let resp = http.post(node.url()).json(&body).send().await.unwrap();
+    assert_eq!(resp.status().as_u16(), 429);
+    assert_eq!(resp.headers()["retry-after"], "1");
+    let resp = http.post(node.url()).json(&body).send().await.unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+
+    // The client waits as told and retries.
+    node.set_fault(SolanaFault::RateLimited {
+        requests: 1,
+        retry_after_secs: 1,
+    });
+    let start = Instant::now();
+    assert_eq!(client.get_slot().await.unwrap(), 0);
+    assert!(start.elapsed() >= Duration::from_secs(1));
+
+    node.set_fault(SolanaFault::Unavailable);
+    let resp = http.post(node.url()).json(&body).send().await.unwrap();
+    assert_eq!(resp.status().as_u16(), 503);
+    assert!(client.get_slot().await.is_err());
+
+    node.set_fault(SolanaFault::Slow(Duration::from_millis(300)));
+    let start = Instant::now();
+    assert_eq!(client.get_slot().await.unwrap(), 0);
+    assert!(start.elapsed() >= Duration::from_millis(300));
+    node.set_fault(SolanaFault::None);
+    assert!(node.requests() >= 6);
+}
+
+#[tokio::test]
+async fn fork_replaces_unfinalized_blocks() {
+    let (mut node, client) = node().await;
+    let alice = SolanaNode::dev(0);
+    let (merchant, other) = (Keypair::new().pubkey(), Keypair::new().pubkey());
+    for _ in 0..3 {
+        node.produce_block();
+    }
+    let paid = node.send_sol(&alice, &merchant, LAMPORTS_PER_SOL).unwrap();
+    node.produce_block(); // slot 4
+    node.produce_block(); // slot 5
+    assert_eq!(node.slots(), (5, 5, 3));
+    let old4 = block(&client, 4).await;
+    let old5 = block(&client, 5).await;
+
+    // Slot 3 is finalized: it cannot be replaced.
+    assert!(node.fork(3).is_err());
+    let dropped = node.fork(2).unwrap();
+    assert_eq!(dropped, vec![paid]);
+    assert_eq!(node.balance(&merchant), 0);
+    assert_eq!(confirmed_blocks(&client).await, vec![0, 1, 2, 3]);
+
+    // The other branch: the payment goes elsewhere, and slot 4 is skipped.
+    let moved = node.send_sol(&alice, &other, LAMPORTS_PER_SOL).unwrap();
+    assert_eq!(node.skip_slot(), 5);
+    node.produce_block(); // slot 6
+    assert_eq!(confirmed_blocks(&client).await, vec![0, 1, 2, 3, 5, 6]);
+    let new5 = block(&client, 5).await;
+    assert_ne!(new5.blockhash, old5.blockhash);
+    assert_ne!(new5.blockhash, old4.blockhash);
+    assert_eq!(new5.parent_slot, 3);
+    assert_eq!(new5.previous_blockhash, block(&client, 3).await.blockhash);
+    find(&new5, &moved);
+    assert!(new5
+        .transactions
+        .unwrap()
+        .iter()
+        .all(|t| !matches!(&t.transaction, EncodedTransaction::Json(ui) if ui.signatures[0] == paid.to_string())));
+    assert_eq!(node.balance(&other), LAMPORTS_PER_SOL);
+    let err = client
+        .get_block_with_config(4, config(CommitmentConfig::confirmed(), Some(0)))
+        .await
+        .unwrap_err();
+    assert_eq!(code(&err), Some(-32007));
+}
