@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use paywatch_core::{Asset, BlockSource, Method, Network, WatchSet};
 use paywatch_evm as evm;
+use paywatch_solana as solana;
 use paywatch_tron as tron;
 use paywatch_utxo as utxo;
 
@@ -42,6 +43,9 @@ pub fn watch_set(network: Network, ns: Option<&NetworkSettings>) -> WatchSet {
     }
     if network == Network::Tron {
         set = set.keyed(tron::watch_key());
+    }
+    if network == Network::Solana {
+        set = set.keyed(solana::watch_key());
     }
     if ns.is_some_and(|n| n.source == "electrum") {
         set = set.listing();
@@ -109,7 +113,10 @@ pub fn source(
             Ok(Some(Arc::new(evm_source(ns, watch)?)))
         }
         ("node", false) if network == Network::Tron => Ok(Some(Arc::new(tron_source(ns, watch)?))),
-        (kind, false) if matches!(network, Network::Ethereum | Network::Tron) => {
+        ("node", false) if network == Network::Solana => {
+            Ok(Some(Arc::new(solana_source(ns, watch)?)))
+        }
+        (kind, false) if matches!(network, Network::Ethereum | Network::Tron | Network::Solana) => {
             Err(ChainSetupError::UnknownSource {
                 network,
                 kind: kind.to_owned(),
@@ -206,6 +213,41 @@ fn tron_source(
         tron::TronSetupError::SolidityUrl(why) => invalid("rpc.solidity_url", why),
         other => invalid("rpc", other.to_string()),
     })
+}
+
+/// A Solana RPC node as `[networks.solana]` describes it. Finality is the
+/// `finalized` commitment; `confirmed` blocks show payments as confirming.
+fn solana_source(
+    ns: &NetworkSettings,
+    watch: Arc<WatchSet>,
+) -> Result<solana::SolanaSource, ChainSetupError> {
+    let network = Network::Solana;
+    let invalid = |key, why: String| ChainSetupError::Invalid { network, key, why };
+    if ns.rpc.url.is_empty() {
+        return Err(invalid("rpc.url", "required for source = \"node\"".into()));
+    }
+    if ns.finality != "finalized" {
+        return Err(invalid(
+            "finality",
+            format!(
+                "'{}': Solana payments are final at the finalized commitment, and only then",
+                ns.finality
+            ),
+        ));
+    }
+    let cfg = solana::SolanaConfig {
+        url: ns.rpc.url.clone(),
+        genesis_hash: ns.rpc.genesis_hash.clone().filter(|h| !h.is_empty()),
+        max_requests_per_second: ns.rpc.requests_per_second,
+        blocks_per_request: ns
+            .rpc
+            .blocks_per_request
+            .clamp(1, solana::MAX_BLOCKS_PER_REQUEST),
+        batches_in_flight: ns.rpc.batches_in_flight.max(1),
+        request_timeout: std::time::Duration::from_secs(ns.rpc.timeout_secs.max(1)),
+        ..solana::SolanaConfig::default()
+    };
+    solana::SolanaSource::new(cfg, watch).map_err(|e| invalid("rpc.url", e.to_string()))
 }
 
 /// The TRC-20 USDT contract: configured, else mainnet's.

@@ -153,6 +153,12 @@ pub struct RpcSettings {
     /// Tron: the WalletSolidity gRPC endpoint (java-tron port 50061) that
     /// says which blocks are solidified; `url`'s own service when unset.
     pub solidity_url: Option<String>,
+    /// Solana: requests started per second at most (public RPC endpoints
+    /// rate-limit; a 429's Retry-After is honoured besides). 0: no limit.
+    #[serde(default = "requests_per_second")]
+    pub requests_per_second: u32,
+    /// Solana: the cluster's genesis hash the node must serve.
+    pub genesis_hash: Option<String>,
     /// Ethereum: batched requests in flight while catching up.
     #[serde(default = "batches_in_flight")]
     pub batches_in_flight: usize,
@@ -196,6 +202,10 @@ fn batches_in_flight() -> usize {
     2
 }
 
+fn requests_per_second() -> u32 {
+    10
+}
+
 fn timeout_secs() -> u64 {
     30
 }
@@ -206,6 +216,8 @@ impl Default for RpcSettings {
             url: String::new(),
             ws_url: None,
             solidity_url: None,
+            requests_per_second: requests_per_second(),
+            genesis_hash: None,
             batches_in_flight: batches_in_flight(),
             timeout_secs: timeout_secs(),
             cookie_file: None,
