@@ -6,7 +6,8 @@
 //! - `getSlot` and `getBlockHeight` at `processed`, `confirmed` or
 //!   `finalized` (the default);
 //! - `getBlocks(start, end?, {commitment})`: the slots with a block, up to
-//!   the commitment's slot;
+//!   the commitment's slot; `getBlocksWithLimit(start, limit, {commitment})`
+//!   likewise, at most `limit` of them;
 //! - `getBlock(slot, {encoding: json|base64|base58, transactionDetails,
 //!   rewards, commitment, maxSupportedTransactionVersion})`, with agave's
 //!   errors: -32007 for a skipped slot, -32004 for a slot past the
@@ -393,8 +394,16 @@ impl SolanaNode {
         let recent = lock(&self.shared).ledger.processed_slot;
         let (create, table) = create_lookup_table(me, me, recent);
         let extend = extend_lookup_table(table, me, Some(me), addresses);
-        self.send(&[create, extend], &[authority])?;
-        Ok(table)
+        let tx = Transaction::new_signed_with_payer(
+            &[create, extend],
+            Some(&me),
+            &[authority],
+            self.latest_blockhash(),
+        );
+        match self.execute(tx.into())? {
+            (_, None) => Ok(table),
+            (_, Some(failed)) => Err(SolanaNodeError::Rejected(failed)),
+        }
     }
 
     /// A v0 transfer whose recipient `to` is loaded from lookup table

@@ -152,6 +152,16 @@ async fn blocks_link_skip_and_lag() {
         .await
         .unwrap();
     assert_eq!(some, vec![1, 3, 4]);
+    let limited = client
+        .get_blocks_with_limit_and_commitment(1, 3, CommitmentConfig::confirmed())
+        .await
+        .unwrap();
+    assert_eq!(limited, vec![1, 3, 4], "skipped slots do not count");
+    let past_tip = client
+        .get_blocks_with_limit_and_commitment(4, 10, CommitmentConfig::finalized())
+        .await
+        .unwrap();
+    assert!(past_tip.is_empty(), "{past_tip:?}");
 
     for pair in slots.windows(2) {
         let (parent, child) = (block(&client, pair[0]).await, block(&client, pair[1]).await);
@@ -272,6 +282,10 @@ async fn v0_transaction_lists_loaded_addresses() {
     let (mut node, client) = node().await;
     let alice = SolanaNode::dev(0);
     let merchant = Keypair::new().pubkey();
+    // A table names a recent slot, which must be in SlotHashes: not slot 0.
+    for _ in 0..3 {
+        node.produce_block();
+    }
     let table = node.create_lookup_table(&alice, vec![merchant]).unwrap();
     node.produce_block();
     let sig = node

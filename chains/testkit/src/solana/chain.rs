@@ -13,6 +13,7 @@ use solana_message::v0::LoadedAddresses;
 use solana_message::VersionedMessage;
 use solana_program_pack::Pack;
 use solana_signature::Signature;
+use solana_slot_hashes::SlotHashes;
 use solana_transaction::versioned::VersionedTransaction;
 use solana_transaction_error::TransactionError;
 use solana_transaction_status_client_types::{
@@ -23,8 +24,14 @@ use spl_token_interface::state::{Account as TokenAccount, AccountState, Mint};
 use super::programs::{TOKEN_2022_PROGRAM, TOKEN_PROGRAM};
 use super::ui_token_amount;
 
-/// Block times start here (Nov 2023) and advance 400 ms a slot, as mainnet's.
-const GENESIS_TIME: i64 = 1_700_000_000;
+/// A block's time is the wall clock's when it is sealed, as a validator's
+/// vote timestamps are, so expiry and lateness can be tested against
+/// blocks; never earlier than its parent's, as agave keeps it monotonic.
+fn wall_clock_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
 
 /// A transaction included in a block (executed, maybe failed, fee charged).
 #[derive(Clone, Debug)]
@@ -127,7 +134,7 @@ impl Chain {
                 parent_slot: 0,
                 blockhash: last_blockhash.clone(),
                 previous_blockhash: last_blockhash.clone(),
-                block_time: GENESIS_TIME,
+                block_time: wall_clock_secs(),
                 block_height: 0,
                 txs: Vec::new(),
             },
@@ -286,14 +293,20 @@ impl Chain {
         self.position += 1;
         self.max_position = self.max_position.max(self.position);
         self.svm.warp_to_slot(self.slot);
-        let blockhash = self.svm.latest_blockhash().to_string();
-        let slot_time = i64::try_from(self.slot.saturating_mul(4) / 10).unwrap_or(i64::MAX);
+        let hash = self.svm.latest_blockhash();
+        // As a bank does: programs that name a recent slot (a lookup
+        // table's creation) find it in SlotHashes.
+        let mut slot_hashes: SlotHashes = self.svm.get_sysvar();
+        slot_hashes.add(self.slot, hash);
+        self.svm.set_sysvar(&slot_hashes);
+        let blockhash = hash.to_string();
+        let parent_time = ledger.blocks.get(&parent_slot).map_or(0, |b| b.block_time);
         let block = Block {
             slot: self.slot,
             parent_slot,
             previous_blockhash: std::mem::replace(&mut self.last_blockhash, blockhash.clone()),
             blockhash: blockhash.clone(),
-            block_time: GENESIS_TIME.saturating_add(slot_time),
+            block_time: wall_clock_secs().max(parent_time),
             block_height: self.block_height,
             txs: std::mem::take(&mut self.pending),
         };

@@ -153,6 +153,7 @@ fn handle(l: &Ledger, req: &Value) -> Value {
         "getSlot" => tip(l, params.first()).map(|s| json!(s)),
         "getBlockHeight" => tip(l, params.first()).map(|s| json!(l.block_height_at(s))),
         "getBlocks" => get_blocks(l, &params),
+        "getBlocksWithLimit" => get_blocks_with_limit(l, &params),
         "getBlock" => get_block(l, &params),
         "getTransaction" => get_transaction(l, &params),
         "getLatestBlockhash" => Ok(json!({
@@ -228,6 +229,36 @@ fn get_blocks(l: &Ledger, p: &[Value]) -> Result<Value, RpcErr> {
         .blocks
         .range(start..=end)
         .map(|(s, _)| *s)
+        .collect::<Vec<_>>()))
+}
+
+/// `getBlocksWithLimit(start, limit, config?)`: at most `limit` slots with a
+/// block from `start` on, up to the commitment's slot; agave refuses a limit
+/// above 500,000.
+fn get_blocks_with_limit(l: &Ledger, p: &[Value]) -> Result<Value, RpcErr> {
+    const MAX_LIMIT: u64 = 500_000;
+    let start = p
+        .first()
+        .and_then(Value::as_u64)
+        .ok_or_else(|| invalid("start_slot"))?;
+    let limit = p
+        .get(1)
+        .and_then(Value::as_u64)
+        .ok_or_else(|| invalid("limit"))?;
+    if limit > MAX_LIMIT {
+        return Err(invalid(format!("Limit too large; max {MAX_LIMIT}")));
+    }
+    let cfg = p.get(2);
+    at_least_confirmed(cfg)?;
+    let tip = tip(l, cfg)?;
+    if tip < start {
+        return Ok(json!([]));
+    }
+    Ok(json!(l
+        .blocks
+        .range(start..=tip)
+        .map(|(s, _)| *s)
+        .take(usize::try_from(limit).unwrap_or(usize::MAX))
         .collect::<Vec<_>>()))
 }
 
