@@ -41,6 +41,7 @@ macro_rules! on_both_databases {
 pub mod daemon;
 pub mod eth;
 pub mod ltc;
+pub mod solana;
 pub mod tron;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

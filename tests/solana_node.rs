@@ -1,0 +1,445 @@
+//! The Solana watcher end to end, through the daemon's own intents, against
+//! the testkit Solana node: agave's JSON-RPC over HTTP, real signed
+//! transactions executed by litesvm.
+
+mod common;
+
+use std::time::Duration;
+
+use common::solana::{address, solana_world, SolanaOptions, SOL_FOR_100_USD};
+use common::Backend;
+use paywatch::reconcile::{Exception, Status};
+use paywatch_core::Amount;
+use paywatch_testkit::solana::SolanaFault;
+use solana_signer::Signer;
+use paywatch_testkit::SolanaNodeOptions;
+
+const SOL_100: Amount = Amount(SOL_FOR_100_USD as u128);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exact_sol_payment_confirms_then_pays_once_finalized() {
+    let mut w = solana_world(SolanaOptions::default()).await;
+    let i = w.daemon.order("gpu-sol", "100").await;
+    assert_eq!(i.amount_due, SOL_100);
+    paywatch_solana::parse_address(&i.address)
+        .unwrap_or_else(|e| panic!("a valid Solana address {}: {e}", i.address));
+
+    let sig = w.pay_sol(&i.address, SOL_FOR_100_USD);
+    w.confirm();
+    let seen = w
+        .daemon
+        .wait_for(i.id, "confirming before finalized", |r| {
+            r.status == Status::Confirming && r.amount_pending == r.amount_due
+        })
+        .await;
+    assert_eq!(seen.amount_final, Amount(0));
+    assert_eq!(w.daemon.count("SELECT COUNT(*) FROM settlements").await, 0);
+
+    w.finalize();
+    let paid = w
+        .daemon
+        .wait_for(i.id, "paid once finalized", |r| r.status == Status::Paid)
+        .await;
+    assert_eq!(paid.exception, None, "{:?}", paid.reason);
+    assert_eq!(paid.amount_final, SOL_100);
+    assert_eq!(
+        w.daemon
+            .count(&format!(
+                "SELECT COUNT(*) FROM transfers WHERE txid = '{sig}' AND asset = 'SOL' \
+                 AND amount = {SOL_FOR_100_USD} AND from_address = '{}'",
+                w.payer_address()
+            ))
+            .await,
+        1,
+        "recorded once, by its signature and fee payer\n{}",
+        w.daemon.transfers_table().await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_split_payment_pays_and_a_topup_credits_the_balance_once() {
+    let mut w = solana_world(SolanaOptions::default()).await;
+    let i = w.daemon.create("topup", "split", "100").await;
+    w.pay_sol(&i.address, SOL_FOR_100_USD / 4);
+    w.confirm();
+    w.pay_sol(&i.address, SOL_FOR_100_USD - SOL_FOR_100_USD / 4);
+    w.settle();
+    let paid = w
+        .daemon
+        .wait_for(i.id, "paid by two transfers", |r| r.status == Status::Paid)
+        .await;
+    assert_eq!(paid.exception, None, "{:?}", paid.reason);
+    assert_eq!(paid.amount_final, SOL_100);
+    assert_eq!(
+        w.daemon.ctx.store.balance_cents("acct-1").await.unwrap(),
+        10_000
+    );
+    assert_eq!(w.daemon.count("SELECT COUNT(*) FROM settlements").await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_over_late_and_duplicate_payments_are_flagged() {
+    let mut w = solana_world(SolanaOptions {
+        expiry_secs: 8,
+        ..SolanaOptions::default()
+    })
+    .await;
+    let short = w.daemon.order("short", "100").await;
+    let topup = w.daemon.create("topup", "topup-1", "100").await;
+    let late = w.daemon.order("late", "100").await;
+
+    w.pay_sol(&short.address, SOL_FOR_100_USD / 2);
+    w.pay_sol(&topup.address, SOL_FOR_100_USD * 3 / 2);
+    w.settle();
+    let over = w
+        .daemon
+        .wait_for(topup.id, "paid, overpaid", |i| i.status == Status::Paid)
+        .await;
+    assert_eq!(over.exception, Some(Exception::Overpaid));
+    assert_eq!(over.amount_excess, Amount(u128::from(SOL_FOR_100_USD / 2)));
+
+    w.pay_sol(&topup.address, SOL_FOR_100_USD);
+    w.settle();
+    let dup = w
+        .daemon
+        .wait_for(topup.id, "needs review for a second payment", |i| {
+            i.status == Status::NeedsReview
+        })
+        .await;
+    assert_eq!(
+        dup.exception,
+        Some(Exception::Duplicate),
+        "{:?}",
+        dup.reason
+    );
+    assert_eq!(
+        w.daemon.ctx.store.balance_cents("acct-1").await.unwrap(),
+        10_000,
+        "credited once"
+    );
+
+    let under = w
+        .daemon
+        .wait_for(short.id, "underpaid at expiry", |i| {
+            i.status == Status::NeedsReview
+        })
+        .await;
+    assert_eq!(
+        under.exception,
+        Some(Exception::Underpaid),
+        "{:?}",
+        under.reason
+    );
+
+    w.daemon
+        .wait_for(late.id, "expired", |i| i.status == Status::Expired)
+        .await;
+    // Block times are whole seconds: pay clearly after the expiry's second.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    w.pay_sol(&late.address, SOL_FOR_100_USD);
+    w.settle();
+    let paid_late = w
+        .daemon
+        .wait_for(late.id, "paid late", |i| i.status == Status::NeedsReview)
+        .await;
+    assert_eq!(
+        paid_late.exception,
+        Some(Exception::PaidLate),
+        "{:?}",
+        paid_late.reason
+    );
+    assert_eq!(w.daemon.count("SELECT COUNT(*) FROM settlements").await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usdc_to_a_watched_owner_is_wrong_asset_and_a_failed_transfer_does_not_count() {
+    let mut w = solana_world(SolanaOptions::default()).await;
+    let usdc_to = w.daemon.order("got-usdc", "100").await;
+    let failed = w.daemon.order("reverted", "100").await;
+    let payer = w.payer();
+    let mint = w.node.create_usdc_mint(&payer).unwrap();
+    w.node
+        .mint_tokens(&mint, &payer, &payer.pubkey(), 500_000_000)
+        .unwrap();
+    w.confirm();
+    // The customer's wallet sends USDC to the SOL address: the token lands in
+    // the owner's associated token account, which the wallet creates.
+    w.node
+        .send_token(&payer, &mint, &address(&usdc_to.address), 100_000_000)
+        .unwrap();
+    w.node
+        .send_sol_failing(&payer, &address(&failed.address))
+        .unwrap();
+    w.settle();
+
+    let r = w
+        .daemon
+        .wait_for(usdc_to.id, "wrong asset", |r| r.status == Status::NeedsReview)
+        .await;
+    assert_eq!(r.exception, Some(Exception::WrongAsset), "{:?}", r.reason);
+    assert_eq!(r.amount_final, Amount(0), "no SOL arrived");
+    assert_eq!(
+        w.daemon
+            .count(&format!(
+                "SELECT COUNT(*) FROM transfers WHERE asset = 'token:{mint}' \
+                 AND amount = 100000000 AND to_address = '{}'",
+                usdc_to.address
+            ))
+            .await,
+        1,
+        "the USDC is recorded by its mint, at the owner\n{}",
+        w.daemon.transfers_table().await
+    );
+
+    let f = w.daemon.intent(failed.id).await;
+    assert_eq!(f.status, Status::AwaitingPayment, "{:?}", f.reason);
+    assert_eq!(f.amount_pending, Amount(0));
+    assert_eq!(
+        w.daemon
+            .count(&format!(
+                "SELECT COUNT(*) FROM transfers WHERE to_address = '{}'",
+                failed.address
+            ))
+            .await,
+        0,
+        "a failed transaction moved nothing\n{}",
+        w.daemon.transfers_table().await
+    );
+    assert_eq!(w.daemon.count("SELECT COUNT(*) FROM settlements").await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lamports_moved_by_a_program_and_through_a_lookup_table_count() {
+    let mut w = solana_world(SolanaOptions {
+        pool: 0,
+        ..SolanaOptions::default()
+    })
+    .await;
+    let payer = w.payer();
+    let mint = w.node.create_usdc_mint(&payer).unwrap();
+    w.confirm();
+    // An imported address that a program funds: the associated token
+    // program creates the account, moving its rent by a CPI that no
+    // top-level instruction names.
+    let ata = w.import_token_account(&mint).await;
+    let by_program = w.daemon.order("cpi", "0.20").await;
+    assert_eq!(by_program.address, ata);
+    let rent = w.node.rent_exempt_minimum(165);
+    assert!(rent > by_program.amount_due.0 as u64, "rent {rent}");
+
+    // A v0 transaction whose recipient is loaded from a lookup table.
+    let fresh = w.import_fresh(1).await;
+    let v0 = w.daemon.order("v0", "100").await;
+    assert_eq!(v0.address, fresh[0]);
+    let table = w
+        .node
+        .create_lookup_table(&payer, vec![address(&v0.address)])
+        .unwrap();
+    w.confirm();
+    w.confirm();
+
+    let owner = w.token_account_owners[&ata];
+    w.node.create_token_account(&payer, &owner, &mint).unwrap();
+    w.node
+        .send_sol_v0(&payer, &address(&v0.address), SOL_FOR_100_USD, &table)
+        .unwrap();
+    w.settle();
+
+    let cpi = w
+        .daemon
+        .wait_for(by_program.id, "paid by the program", |r| {
+            r.status == Status::Paid
+        })
+        .await;
+    assert_eq!(cpi.amount_final, Amount(u128::from(rent)));
+    assert_eq!(cpi.exception, Some(Exception::Overpaid), "{:?}", cpi.reason);
+    let paid = w
+        .daemon
+        .wait_for(v0.id, "paid through the lookup table", |r| {
+            r.status == Status::Paid
+        })
+        .await;
+    assert_eq!(paid.exception, None, "{:?}", paid.reason);
+    assert_eq!(paid.amount_final, SOL_100);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skipped_slots_and_a_rate_limited_node_lose_nothing() {
+    let mut w = solana_world(SolanaOptions::default()).await;
+    let a = w.daemon.order("after-skip", "100").await;
+    let b = w.daemon.order("rate-limited", "100").await;
+    w.pay_sol(&a.address, SOL_FOR_100_USD);
+    let slot = w.node.skip_slot();
+    w.node.skip_slot();
+    w.settle();
+    w.daemon
+        .wait_for(a.id, "paid across skipped slots", |r| {
+            r.status == Status::Paid
+        })
+        .await;
+    assert_eq!(
+        w.daemon
+            .count(&format!(
+                "SELECT COUNT(*) FROM transfers WHERE to_address = '{}' AND block_height = {slot}",
+                a.address
+            ))
+            .await,
+        1,
+        "recorded at its slot\n{}",
+        w.daemon.transfers_table().await
+    );
+
+    let before = w.node.requests();
+    w.node.set_fault(SolanaFault::RateLimited {
+        requests: 3,
+        retry_after_secs: 1,
+    });
+    w.pay_sol(&b.address, SOL_FOR_100_USD);
+    w.settle();
+    w.daemon
+        .wait_for(b.id, "paid through the rate limit", |r| {
+            r.status == Status::Paid
+        })
+        .await;
+    assert!(w.node.requests() > before + 3);
+    assert_eq!(w.daemon.count("SELECT COUNT(*) FROM transfers").await, 2);
+    assert_eq!(w.daemon.count("SELECT COUNT(*) FROM settlements").await, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_before_finality_drops_the_payment_and_nothing_is_credited_twice() {
+    let mut w = solana_world(SolanaOptions {
+        node: SolanaNodeOptions {
+            finalized_lag: 6,
+            ..SolanaNodeOptions::default()
+        },
+        ..SolanaOptions::default()
+    })
+    .await;
+    let i = w.daemon.create("topup", "forked", "100").await;
+    w.pay_sol(&i.address, SOL_FOR_100_USD);
+    w.confirm();
+    let tip = w.confirm();
+    w.daemon
+        .wait_for(i.id, "confirming", |r| r.status == Status::Confirming)
+        .await;
+    w.daemon.wait_cursor(tip).await;
+
+    // Another branch replaces both blocks; the payment is not in it.
+    let dropped = w.node.fork(2).unwrap();
+    assert_eq!(dropped.len(), 1);
+    w.confirm();
+    w.confirm();
+    let tip = w.confirm();
+    w.daemon.wait_cursor(tip).await;
+    let back = w
+        .daemon
+        .wait_for(i.id, "awaiting again", |r| {
+            r.status == Status::AwaitingPayment
+        })
+        .await;
+    assert_eq!(back.amount_pending, Amount(0));
+    assert_eq!(
+        w.daemon
+            .count("SELECT COUNT(*) FROM transfers WHERE orphaned_at IS NOT NULL")
+            .await,
+        1,
+        "the dropped sighting is orphaned, not deleted\n{}",
+        w.daemon.transfers_table().await
+    );
+
+    // The wallet sends again; it credits once, when finalized.
+    w.pay_sol(&i.address, SOL_FOR_100_USD);
+    w.settle();
+    w.daemon
+        .wait_for(i.id, "paid after the fork", |r| r.status == Status::Paid)
+        .await;
+    assert_eq!(
+        w.daemon.ctx.store.balance_cents("acct-1").await.unwrap(),
+        10_000
+    );
+    assert_eq!(w.daemon.count("SELECT COUNT(*) FROM settlements").await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_while_catching_up_loses_nothing_and_credits_once() {
+    let mut w = solana_world(SolanaOptions::default()).await;
+    let mut intents = Vec::new();
+    for n in 0..8 {
+        intents.push(
+            w.daemon
+                .create("topup", &format!("catchup-{n}"), "100")
+                .await,
+        );
+    }
+    let start = w.node.slots().1;
+    w.daemon.wait_cursor(start).await;
+    w.daemon.stop().await;
+    for intent in &intents {
+        w.pay_sol(&intent.address, SOL_FOR_100_USD);
+        for n in 0..60 {
+            if n % 7 == 3 {
+                w.node.skip_slot();
+            } else {
+                w.confirm();
+            }
+        }
+    }
+    w.finalize();
+    let end = w.node.slots().1;
+
+    w.daemon.start_again().await;
+    w.daemon.wait_cursor(start + 200).await;
+    w.daemon.crash();
+    w.daemon.start_again().await;
+    for i in &intents {
+        w.daemon
+            .wait_for(i.id, "paid after catching up", |r| r.status == Status::Paid)
+            .await;
+    }
+    w.daemon.wait_cursor(end).await;
+    assert_eq!(
+        w.daemon
+            .count("SELECT COUNT(*) FROM transfers WHERE orphaned_at IS NULL")
+            .await,
+        8,
+        "every payment recorded exactly once\n{}",
+        w.daemon.transfers_table().await
+    );
+    assert_eq!(w.daemon.count("SELECT COUNT(*) FROM settlements").await, 8);
+    assert_eq!(
+        w.daemon.ctx.store.balance_cents("acct-1").await.unwrap(),
+        8 * 10_000
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unavailable_node_degrades_the_watcher_then_it_resumes_on_postgres() {
+    let mut w = solana_world(SolanaOptions {
+        backend: Backend::Postgres,
+        ..SolanaOptions::default()
+    })
+    .await;
+    let i = w.daemon.create("topup", "pg-sol", "100").await;
+    w.node.set_fault(SolanaFault::Unavailable);
+    w.pay_sol(&i.address, SOL_FOR_100_USD);
+    w.settle();
+    let s = w.daemon.wait_chain_state("degraded").await;
+    assert!(
+        s.last_error.as_deref().is_some_and(|e| e.contains("503")),
+        "{s:?}"
+    );
+    assert_eq!(w.daemon.count("SELECT COUNT(*) FROM transfers").await, 0);
+
+    w.node.set_fault(SolanaFault::None);
+    w.daemon.wait_chain_state("running").await;
+    w.daemon
+        .wait_for(i.id, "paid once the node is back", |r| {
+            r.status == Status::Paid
+        })
+        .await;
+    assert_eq!(
+        w.daemon.ctx.store.balance_cents("acct-1").await.unwrap(),
+        10_000
+    );
+}
