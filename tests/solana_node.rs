@@ -11,8 +11,8 @@ use common::Backend;
 use paywatch::reconcile::{Exception, Status};
 use paywatch_core::Amount;
 use paywatch_testkit::solana::SolanaFault;
-use solana_signer::Signer;
 use paywatch_testkit::SolanaNodeOptions;
+use solana_signer::Signer;
 
 const SOL_100: Amount = Amount(SOL_FOR_100_USD as u128);
 
@@ -174,7 +174,9 @@ async fn usdc_to_a_watched_owner_is_wrong_asset_and_a_failed_transfer_does_not_c
 
     let r = w
         .daemon
-        .wait_for(usdc_to.id, "wrong asset", |r| r.status == Status::NeedsReview)
+        .wait_for(usdc_to.id, "wrong asset", |r| {
+            r.status == Status::NeedsReview
+        })
         .await;
     assert_eq!(r.exception, Some(Exception::WrongAsset), "{:?}", r.reason);
     assert_eq!(r.amount_final, Amount(0), "no SOL arrived");

@@ -4,12 +4,14 @@
 //! logic lives here.
 
 mod address;
+mod answer;
 mod extract;
 mod rate;
 mod scan;
 mod source;
 
 pub use address::{encode_address, parse_address, watch_key, AddressError, KEY_LEN};
+pub use answer::{decode_get_block, AnswerError};
 pub use extract::{extract, ExtractError, ExtractReport, FoundPayment};
 pub use scan::{block_ref, parse_block, scan_block, scan_transaction, ScanError, TOKEN_INDEX};
 pub use source::{

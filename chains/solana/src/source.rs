@@ -32,21 +32,23 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use bytes::Bytes;
 use paywatch_core::{
     AtHeight, BlockRef, BlockSource, FetchRange, Network, ReadAhead, SourceBlock, SourceError,
     WatchSet,
 };
 use reqwest::header::RETRY_AFTER;
 use reqwest::StatusCode;
-use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 use solana_transaction_status_client_types::UiConfirmedBlock;
 use tokio::sync::Mutex;
 use tokio::task::JoinSet;
 use tracing::{debug, warn};
 
+use crate::answer::{decode_answer, decode_get_block, AnswerError};
 use crate::rate::Pacer;
-use crate::scan::{parse_block, scan_block};
+use crate::scan::scan_block;
 
 /// The wait after a 429 that names none (or one we cannot read).
 const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
@@ -261,12 +263,6 @@ impl FetchRange<Fetched> for Arc<Shared> {
     }
 }
 
-#[derive(Debug, Deserialize)]
-struct RpcError {
-    code: i64,
-    message: String,
-}
-
 impl Shared {
     /// The commitment the watcher follows.
     fn following(&self) -> &'static str {
@@ -277,8 +273,19 @@ impl Shared {
         }
     }
 
-    /// One JSON-RPC call; its `result` (which may be null).
-    async fn call(&self, method: &str, params: Value) -> Result<Value, SourceError> {
+    /// One JSON-RPC call; its `result` as `T`.
+    async fn call<T: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: Value,
+    ) -> Result<T, SourceError> {
+        let body = self.post(method, params).await?;
+        decode_answer(&body)
+            .map_err(|e| SourceError::Transient(format!("{method} at {}: {e}", self.host)))
+    }
+
+    /// One JSON-RPC request; the answer's body, once the HTTP status is OK.
+    async fn post(&self, method: &str, params: Value) -> Result<Bytes, SourceError> {
         self.pacer.acquire().await;
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
         let transient =
@@ -309,26 +316,15 @@ impl Shared {
         if !status.is_success() {
             return Err(transient(format!("HTTP {status}")));
         }
-        let mut answer: Value = response
-            .json()
+        response
+            .bytes()
             .await
-            .map_err(|e| transient(e.without_url().to_string()))?;
-        if let Some(err) = answer.get("error").filter(|e| !e.is_null()) {
-            let err = RpcError::deserialize(err).map_err(|_| transient(format!("error {err}")))?;
-            return Err(transient(format!("error {}: {}", err.code, err.message)));
-        }
-        match answer.get_mut("result") {
-            Some(result) => Ok(result.take()),
-            None => Err(transient("an answer without a result".into())),
-        }
+            .map_err(|e| transient(e.without_url().to_string()))
     }
 
     async fn slot(&self, commitment: &str) -> Result<u64, SourceError> {
-        let v = self
-            .call("getSlot", json!([{ "commitment": commitment }]))
-            .await?;
-        v.as_u64()
-            .ok_or_else(|| SourceError::Transient(format!("getSlot answered {v}")))
+        self.call("getSlot", json!([{ "commitment": commitment }]))
+            .await
     }
 
     async fn get_block(
@@ -341,8 +337,8 @@ impl Shared {
             Details::Full => "full",
             Details::None => "none",
         };
-        let v = self
-            .call(
+        let body = self
+            .post(
                 "getBlock",
                 json!([slot, {
                     "encoding": "base64",
@@ -353,27 +349,23 @@ impl Shared {
                 }]),
             )
             .await?;
-        if v.is_null() {
-            return Err(SourceError::Transient(format!(
-                "getBlock at {}: no block at slot {slot}",
-                self.host
-            )));
-        }
-        parse_block(v)
-            .map_err(|e| SourceError::Transient(format!("getBlock {slot} at {}: {e}", self.host)))
+        decode_get_block(&body).map_err(|e| {
+            let why = match e {
+                AnswerError::NoResult => format!("no block at slot {slot}"),
+                e => format!("slot {slot}: {e}"),
+            };
+            SourceError::Transient(format!("getBlock at {}: {why}", self.host))
+        })
     }
 
     /// The produced slots from `from` on, `limit` of them at most.
     async fn produced(&self, from: u64, limit: usize) -> Result<Vec<u64>, SourceError> {
-        let v = self
+        let slots: Vec<u64> = self
             .call(
                 "getBlocksWithLimit",
                 json!([from, limit, { "commitment": self.following() }]),
             )
             .await?;
-        let slots: Vec<u64> = serde_json::from_value(v).map_err(|e| {
-            SourceError::Transient(format!("getBlocksWithLimit at {}: {e}", self.host))
-        })?;
         if slots.first().is_some_and(|s| *s < from) || slots.windows(2).any(|w| w[0] >= w[1]) {
             return Err(SourceError::Transient(format!(
                 "getBlocksWithLimit at {} from {from}: slots out of order",
@@ -390,8 +382,8 @@ impl Shared {
         if self.genesis_checked.load(Ordering::Relaxed) {
             return Ok(());
         }
-        let got = self.call("getGenesisHash", json!([])).await?;
-        if got.as_str() != Some(want.as_str()) {
+        let got: String = self.call("getGenesisHash", json!([])).await?;
+        if got != *want {
             return Err(SourceError::Fatal(format!(
                 "the node at {} is on another cluster: genesis hash {got}, expected {want}",
                 self.host
