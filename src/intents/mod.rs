@@ -52,6 +52,11 @@ pub enum IntentError {
         reference: String,
         intent: i64,
     },
+    #[error(
+        "idempotency key '{key}' was used for intent {intent}, a different request: \
+         use a new key for a new intent"
+    )]
+    KeyReused { key: String, intent: i64 },
     #[error("address derivation failed on {network}: {why}")]
     Derivation { network: Network, why: String },
     #[error(transparent)]
@@ -67,7 +72,7 @@ impl IntentError {
             IntentError::FieldInvalid { .. } => "invalid_request",
             IntentError::RateUnavailable(_) => "rate_unavailable",
             IntentError::NoAddressAvailable(_) => "no_address_available",
-            IntentError::AlreadyPaid { .. } => "conflict",
+            IntentError::AlreadyPaid { .. } | IntentError::KeyReused { .. } => "conflict",
             IntentError::Derivation { .. } | IntentError::Store(_) => "internal",
         }
     }
@@ -141,6 +146,43 @@ impl IntentService {
     /// Validates, quotes and allocates; writes the intent and takes its
     /// address in one transaction, so a failure leaves nothing behind.
     pub async fn create(&self, req: &NewIntent) -> Result<IntentRecord, IntentError> {
+        self.create_keyed(req, None).await
+    }
+
+    /// [`create`](Self::create) under the storefront's idempotency key: a
+    /// retry with the same key and request returns the intent made the first
+    /// time (and `false`: not made now), never a second address; the same
+    /// key with another request is a conflict. Two racing creates with one
+    /// key make one intent: the loser's transaction, address taken included,
+    /// rolls back on the unique key.
+    pub async fn create_once(
+        &self,
+        req: &NewIntent,
+        key: Option<&str>,
+    ) -> Result<(IntentRecord, bool), IntentError> {
+        let Some(key) = key else {
+            return Ok((self.create_keyed(req, None).await?, true));
+        };
+        let key = checked_key(key)?;
+        if let Some(found) = self.store.intent_by_create_key(key).await? {
+            return Ok((same_request(found, req, key)?, false));
+        }
+        match self.create_keyed(req, Some(key)).await {
+            Err(IntentError::Store(e)) if e.is_unique_violation() => {
+                match self.store.intent_by_create_key(key).await? {
+                    Some(found) => Ok((same_request(found, req, key)?, false)),
+                    None => Err(IntentError::Store(e)),
+                }
+            }
+            other => Ok((other?, true)),
+        }
+    }
+
+    async fn create_keyed(
+        &self,
+        req: &NewIntent,
+        create_key: Option<&str>,
+    ) -> Result<IntentRecord, IntentError> {
         let kind: IntentKind = req.kind.parse().map_err(|_| IntentError::FieldInvalid {
             field: "kind",
             why: format!("'{}' is not order or topup", req.kind),
@@ -226,6 +268,7 @@ impl IntentService {
             rate_at_ms: rate.at_ms,
             created_at_ms: now,
             expires_at_ms: now + self.policy.expiry_secs * 1000,
+            create_key,
         };
         let id = self.store.insert_intent(&mut tx, &row).await?;
         self.store
@@ -242,6 +285,48 @@ impl IntentService {
             IntentError::Store(StoreError::Corrupt(format!(
                 "intent {id} vanished after commit"
             )))
+        })
+    }
+}
+
+/// An idempotency key: 1 to 200 visible ASCII characters, as HTTP headers
+/// carry them.
+fn checked_key(key: &str) -> Result<&str, IntentError> {
+    if key.is_empty() || key.len() > 200 || !key.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(IntentError::FieldInvalid {
+            field: "idempotency_key",
+            why: "must be 1 to 200 visible ASCII characters".into(),
+        });
+    }
+    Ok(key)
+}
+
+/// The intent found under a key, if it answers the same request.
+fn same_request(
+    found: IntentRecord,
+    req: &NewIntent,
+    key: &str,
+) -> Result<IntentRecord, IntentError> {
+    let cents = Amount::parse_decimal("usd_amount", &req.usd_amount, 2)
+        .ok()
+        .and_then(|c| i64::try_from(c.0).ok());
+    let method = req
+        .asset
+        .parse::<Asset>()
+        .ok()
+        .zip(req.network.parse::<Network>().ok())
+        .and_then(|(a, n)| Method::new(a, n).ok());
+    let same = req.kind.parse::<IntentKind>().ok() == Some(found.kind)
+        && found.reference == req.reference.trim()
+        && found.account == req.account.trim()
+        && method == Some(found.method)
+        && cents == Some(found.usd_cents);
+    if same {
+        Ok(found)
+    } else {
+        Err(IntentError::KeyReused {
+            key: key.to_owned(),
+            intent: found.id,
         })
     }
 }

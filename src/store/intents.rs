@@ -50,6 +50,8 @@ pub struct NewIntentRow<'a> {
     pub rate_at_ms: i64,
     pub created_at_ms: i64,
     pub expires_at_ms: i64,
+    /// The storefront's idempotency key, unique across intents.
+    pub create_key: Option<&'a str>,
 }
 
 /// One line of an intent's history.
@@ -123,8 +125,10 @@ impl Store {
     ) -> Result<i64, StoreError> {
         let sql = self.sql(
             "INSERT INTO intents (kind, reference, account, asset, network, address, decimals, amount_due, \
-             usd_cents, rate_usd, rate_source, rate_at, created_at, expires_at, status, updated_at, twin_address) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, NUM($8), $9, $10, $11, $12, $13, $14, 'awaiting_payment', $13, $15) \
+             usd_cents, rate_usd, rate_source, rate_at, created_at, expires_at, status, updated_at, twin_address, \
+             create_key) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, NUM($8), $9, $10, $11, $12, $13, $14, 'awaiting_payment', $13, $15, \
+             $16) \
              RETURNING id",
         );
         let row = sqlx::query(&sql)
@@ -143,6 +147,7 @@ impl Store {
             .bind(new.created_at_ms)
             .bind(new.expires_at_ms)
             .bind(crate::twin::twin(new.method.network(), new.address).map(|(_, a)| a))
+            .bind(new.create_key)
             .fetch_one(&mut **tx)
             .await?;
         let id: i64 = row.try_get("id")?;
@@ -188,6 +193,19 @@ impl Store {
         .execute(&mut **tx)
         .await?;
         Ok(())
+    }
+
+    /// The intent created under the storefront's idempotency key `key`.
+    pub async fn intent_by_create_key(
+        &self,
+        key: &str,
+    ) -> Result<Option<IntentRecord>, StoreError> {
+        let sql = format!("SELECT {INTENT_COLUMNS} FROM intents WHERE create_key = $1");
+        let row = sqlx::query(&sql)
+            .bind(key)
+            .fetch_optional(self.pool())
+            .await?;
+        row.as_ref().map(intent_from_row).transpose()
     }
 
     pub async fn intent(&self, id: i64) -> Result<Option<IntentRecord>, StoreError> {
@@ -277,6 +295,15 @@ impl Store {
         .bind(intent_id)
         .bind(now_ms)
         .bind(note)
+        .execute(&mut *tx)
+        .await?;
+        // A declaration is no proof, but it is a reason to look again now
+        // rather than at the next scheduled pass.
+        sqlx::query(
+            "INSERT INTO reconcile_queue (network, address) \
+             SELECT network, address FROM intents WHERE id = $1",
+        )
+        .bind(intent_id)
         .execute(&mut *tx)
         .await?;
         self.insert_intent_event(

@@ -36,6 +36,11 @@ const POSTGRES: Embedded = &[
         "twin addresses",
         include_str!("../../migrations/postgres/0005_twin_addresses.sql"),
     ),
+    (
+        6,
+        "storefront api",
+        include_str!("../../migrations/postgres/0006_storefront_api.sql"),
+    ),
 ];
 const SQLITE: Embedded = &[
     (
@@ -62,6 +67,11 @@ const SQLITE: Embedded = &[
         5,
         "twin addresses",
         include_str!("../../migrations/sqlite/0005_twin_addresses.sql"),
+    ),
+    (
+        6,
+        "storefront api",
+        include_str!("../../migrations/sqlite/0006_storefront_api.sql"),
     ),
 ];
 

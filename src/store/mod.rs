@@ -4,6 +4,7 @@
 //! [`Dialect`], so the same queries, and the same story tests, run on both.
 
 mod addresses;
+mod balance;
 mod chain;
 mod dialect;
 mod error;
@@ -19,6 +20,7 @@ use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Executor, Row, Transaction};
 
 pub use addresses::ImportReport;
+pub use balance::DebitOutcome;
 pub use chain::{ApplyOutcome, ChainStatus};
 pub(crate) use dialect::Col;
 pub use dialect::{redact_url, Dialect};
