@@ -29,6 +29,10 @@ pub enum AppError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Chain(#[from] crate::chains::ChainSetupError),
+    #[error("cannot serve the API on api.listen: {0}")]
+    ApiListen(std::io::Error),
+    #[error(transparent)]
+    ApiTokens(#[from] crate::api::TokenConfigError),
 }
 
 /// Everything built from settings, shared by `run` and the one-shot commands.
@@ -174,6 +178,22 @@ pub async fn run_until(
     }
     if ctx.settings.devchain.autopay {
         devchains.spawn_autopay(ctx.store.clone(), &mut tasks, stop_rx.clone());
+    }
+
+    if let Some(listener) = crate::api::bind(&ctx).await.map_err(AppError::ApiListen)? {
+        let state = crate::api::ApiState::new(ctx.clone())?.with_recheck(progress.clone());
+        let mut stop = stop_rx.clone();
+        tasks.spawn(
+            async move {
+                let stopped = async move {
+                    let _ = stop.changed().await;
+                };
+                if let Err(e) = crate::api::serve(listener, state, stopped).await {
+                    error!(error = %e, "API server ended");
+                }
+            }
+            .instrument(tracing::info_span!("api")),
+        );
     }
 
     let reconciler = ctx.reconciler.clone();

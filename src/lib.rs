@@ -3,12 +3,14 @@
 //! chain node → source (chain crate) → canonical stream (paywatch-core) →
 //! [`ingest`] → [`reconcile`] → shared database → storefront, operators, support.
 
+pub mod api;
 pub mod app;
 pub mod chains;
 pub mod clock;
 mod devnet;
 pub mod ingest;
 pub mod intents;
+pub mod payment_uri;
 pub mod reconcile;
 pub mod settings;
 pub mod store;

@@ -42,6 +42,9 @@ enum Command {
     Transfers(TransferCommand),
     /// Each watcher's tip, cursor, lag and last error.
     Status,
+    /// Print the SHA-256 (hex) of a bearer token read from stdin, for
+    /// api.tokens.<role>: the configuration holds hashes, never tokens.
+    HashToken,
     /// Print the payments recorded chain data holds for some addresses,
     /// through the watcher's own parser: txid, output or log index, (asset,)
     /// address, amount in base units and in coin.
@@ -307,6 +310,16 @@ async fn run() -> anyhow::Result<()> {
         // Colour only on a terminal: journald and log files get plain text.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    if let Command::HashToken = &cli.command {
+        let mut token = String::new();
+        std::io::stdin()
+            .read_line(&mut token)
+            .context("reading the token from stdin")?;
+        let token = token.trim_end_matches(['\r', '\n']);
+        anyhow::ensure!(!token.is_empty(), "no token on stdin");
+        println!("{}", paywatch::api::TokenTable::hash_token(token));
+        return Ok(());
+    }
     if let Command::Extract {
         network,
         files,
@@ -320,7 +333,7 @@ async fn run() -> anyhow::Result<()> {
     let ctx = Context::build(settings).await?;
     match cli.command {
         Command::Run => app::run(ctx).await?,
-        Command::Extract { .. } => {} // answered above, without a database
+        Command::Extract { .. } | Command::HashToken => {} // answered above, without a database
         Command::Migrate => println!("migrations applied ({})", ctx.store.dialect().as_str()),
         Command::Intent(c) => intent(&ctx, c).await?,
         Command::Addresses(AddressCommand::Import { network, file }) => {

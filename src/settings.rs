@@ -266,9 +266,21 @@ pub struct DevchainSettings {
     pub autopay: bool,
 }
 
+/// The HTTP API: where it listens and who may call it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ApiSettings {
+    /// `host:port`; empty serves no API.
+    pub listen: String,
+    pub max_body_bytes: usize,
+    /// Role (`storefront`, `operator`, `support`) → SHA-256 hashes (hex) of
+    /// its bearer tokens. Tokens themselves are never configured or stored.
+    pub tokens: BTreeMap<String, Vec<String>>,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 pub struct Settings {
     pub database: DatabaseSettings,
+    pub api: ApiSettings,
     pub intents: IntentSettings,
     pub rates: RateSettings,
     pub reconcile: ReconcileSettings,
@@ -313,6 +325,8 @@ impl Settings {
                 "intents.expiry_secs must be above 0".into(),
             ));
         }
+        crate::api::TokenTable::from_settings(&self.api)
+            .map_err(|e| SettingsError::Invalid(e.to_string()))?;
         self.intent_policy()?;
         self.tolerances()?;
         self.fixed_rates()?;

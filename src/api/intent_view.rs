@@ -1,0 +1,124 @@
+//! An intent as the API shows it: base-unit integers as strings (JSON
+//! numbers lose precision past 2^53), the coin amount as an exact decimal
+//! string beside them, and times in Unix milliseconds.
+
+use paywatch_core::Network;
+use serde::Serialize;
+
+use crate::payment_uri::{payment_uri, UriError, UriTarget};
+use crate::settings::Settings;
+use crate::store::IntentRecord;
+
+#[derive(Debug, Serialize)]
+pub struct IntentView {
+    pub id: i64,
+    pub kind: &'static str,
+    pub reference: String,
+    pub account: String,
+    pub asset: &'static str,
+    pub network: &'static str,
+    pub address: String,
+    pub decimals: u32,
+    /// Base units (sat, wei, sun, lamport).
+    pub amount_due: String,
+    /// The same, in coin, exact.
+    pub amount_due_coin: String,
+    pub usd_amount: String,
+    pub rate: RateView,
+    pub status: &'static str,
+    pub exception: Option<&'static str>,
+    pub reason: Option<String>,
+    pub amount_final: String,
+    pub amount_pending: String,
+    pub amount_excess: String,
+    pub created_at_ms: i64,
+    pub expires_at_ms: i64,
+    pub paid_at_ms: Option<i64>,
+    pub declared_paid_at_ms: Option<i64>,
+    pub payment: PaymentView,
+}
+
+/// What a checkout page shows a payer.
+#[derive(Debug, Serialize)]
+pub struct PaymentView {
+    /// BIP21, EIP-681 or Solana Pay; for Tron, which has no URI standard,
+    /// the bare address (show `amount_due_coin` beside it).
+    pub uri: String,
+    pub uri_carries_amount: bool,
+    pub qr_svg: String,
+    pub qr_png: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct RateView {
+    pub usd_per_coin: String,
+    pub source: String,
+    pub at_ms: i64,
+}
+
+/// The wallet URI of an intent, with the token contract and chain id this
+/// paywatch is configured for.
+pub fn intent_uri(i: &IntentRecord, settings: &Settings) -> Result<String, UriError> {
+    let ns = settings.network(i.method.network());
+    let contract = ns.and_then(|n| n.contract(i.method));
+    // An unconfigured chain id is mainnet's: the node check uses the same.
+    let chain_id =
+        (i.method.network() == Network::Ethereum).then(|| ns.and_then(|n| n.chain_id).unwrap_or(1));
+    payment_uri(&UriTarget {
+        method: i.method,
+        address: &i.address,
+        amount: i.amount_due,
+        token_contract: contract.as_deref(),
+        chain_id,
+    })
+}
+
+impl IntentView {
+    pub fn new(i: &IntentRecord, settings: &Settings) -> Self {
+        let decimals = i.method.decimals();
+        // Stored intents passed the same checks when made; should one not
+        // render, the address alone is still right to pay.
+        let uri = intent_uri(i, settings).unwrap_or_else(|_| i.address.clone());
+        IntentView {
+            id: i.id,
+            kind: i.kind.as_str(),
+            reference: i.reference.clone(),
+            account: i.account.clone(),
+            asset: i.method.asset().as_str(),
+            network: i.method.network().as_str(),
+            address: i.address.clone(),
+            decimals,
+            amount_due: i.amount_due.0.to_string(),
+            amount_due_coin: i.amount_due.to_decimal_string(decimals),
+            usd_amount: usd(i.usd_cents),
+            rate: RateView {
+                usd_per_coin: i.rate_usd.clone(),
+                source: i.rate_source.clone(),
+                at_ms: i.rate_at_ms,
+            },
+            status: i.status.as_str(),
+            exception: i.exception.map(|e| e.as_str()),
+            reason: i.reason.clone(),
+            amount_final: i.amount_final.0.to_string(),
+            amount_pending: i.amount_pending.0.to_string(),
+            amount_excess: i.amount_excess.0.to_string(),
+            created_at_ms: i.created_at_ms,
+            expires_at_ms: i.expires_at_ms,
+            paid_at_ms: i.paid_at_ms,
+            declared_paid_at_ms: i.declared_paid_at_ms,
+            payment: PaymentView {
+                uri_carries_amount: i.method.network() != Network::Tron,
+                uri,
+                qr_svg: format!("/v1/intents/{}/qr.svg", i.id),
+                qr_png: format!("/v1/intents/{}/qr.png", i.id),
+            },
+        }
+    }
+}
+
+/// Cents as a USD decimal string, e.g. -1050 → "-10.50".
+pub fn usd(cents: i64) -> String {
+    let sign = if cents < 0 { "-" } else { "" };
+    let c = cents.unsigned_abs();
+    format!("{sign}{}.{:02}", c / 100, c % 100)
+}

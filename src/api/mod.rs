@@ -1,0 +1,105 @@
+//! The HTTP API under /v1: the storefront's intents and balance, with a
+//! bearer token per role. The OpenAPI document is committed at
+//! `openapi/v1.json` and served at /v1/openapi.json.
+
+mod auth;
+mod error;
+mod health;
+mod intent_view;
+mod storefront;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::DefaultBodyLimit;
+use axum::http::header::CONTENT_TYPE;
+use axum::routing::{get, post};
+use axum::Router;
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+use tracing::info;
+
+pub use auth::{Role, TokenConfigError, TokenTable};
+pub use error::ApiError;
+pub use intent_view::IntentView;
+
+use crate::app::Context;
+
+/// The OpenAPI 3.1 document of /v1, as committed.
+pub const OPENAPI: &str = include_str!("../../openapi/v1.json");
+
+#[derive(Debug, Clone)]
+pub struct ApiState {
+    pub(crate) ctx: Context,
+    pub(crate) tokens: Arc<TokenTable>,
+    /// Wakes the reconciler, so a declared payment is looked at now.
+    pub(crate) recheck: Arc<Notify>,
+}
+
+impl ApiState {
+    pub fn new(ctx: Context) -> Result<ApiState, TokenConfigError> {
+        let tokens = Arc::new(TokenTable::from_settings(&ctx.settings.api)?);
+        Ok(ApiState {
+            ctx,
+            tokens,
+            recheck: Arc::new(Notify::new()),
+        })
+    }
+
+    /// Declarations wake this reconciler rather than waiting for its pass.
+    pub fn with_recheck(mut self, recheck: Arc<Notify>) -> ApiState {
+        self.recheck = recheck;
+        self
+    }
+}
+
+/// Every route, each checking its caller's role.
+pub fn router(state: ApiState) -> Router {
+    let limit = state.ctx.settings.api.max_body_bytes;
+    Router::new()
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .route("/v1/openapi.json", get(openapi))
+        .route(
+            "/v1/intents",
+            post(storefront::create_intent).get(storefront::list_intents),
+        )
+        .route("/v1/intents/{id}", get(storefront::get_intent))
+        .route(
+            "/v1/intents/{id}/declared-paid",
+            post(storefront::declare_paid),
+        )
+        .route("/v1/intents/{id}/{file}", get(storefront::qr))
+        .route("/v1/accounts/{account}/balance", get(storefront::balance))
+        .route("/v1/accounts/{account}/debits", post(storefront::debit))
+        .fallback(|| async { ApiError::not_found("no such endpoint; see /v1/openapi.json") })
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(state)
+}
+
+async fn openapi() -> ([(axum::http::HeaderName, &'static str); 1], &'static str) {
+    ([(CONTENT_TYPE, "application/json")], OPENAPI)
+}
+
+/// Binds `api.listen`; `None` when no API is configured.
+pub async fn bind(ctx: &Context) -> std::io::Result<Option<TcpListener>> {
+    let listen = ctx.settings.api.listen.trim();
+    if listen.is_empty() {
+        return Ok(None);
+    }
+    let listener = TcpListener::bind(listen).await?;
+    Ok(Some(listener))
+}
+
+/// Serves until `shutdown` completes; requests in flight finish first.
+pub async fn serve(
+    listener: TcpListener,
+    state: ApiState,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let addr: Option<SocketAddr> = listener.local_addr().ok();
+    info!(?addr, "HTTP API listening");
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}

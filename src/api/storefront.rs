@@ -1,0 +1,370 @@
+//! The storefront's endpoints: intents, "I have paid", balance and paying
+//! from it.
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use paywatch_core::Amount;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::auth::Role;
+use super::error::ApiError;
+use super::intent_view::{intent_uri, usd, IntentView};
+use super::ApiState;
+use crate::intents::NewIntent;
+use crate::payment_uri::{qr_png, qr_svg};
+use crate::store::DebitOutcome;
+use crate::IntentKind;
+use axum::http::header::CONTENT_TYPE;
+
+const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+/// A JSON object body read by hand, so a bad one gets our error shape
+/// naming what was wrong, and an oversized one a 413 before it is read.
+/// `fields` are the names it may hold; any other is refused by name.
+pub(crate) fn body(
+    raw: Result<Bytes, BytesRejection>,
+    fields: &[&str],
+) -> Result<Fields, ApiError> {
+    let raw = raw.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                "the request body is larger than this paywatch accepts (api.max_body_bytes)",
+            )
+        } else {
+            ApiError::invalid(format!("the request body could not be read: {e}"))
+        }
+    })?;
+    let value: Value = serde_json::from_slice(&raw)
+        .map_err(|e| ApiError::invalid(format!("request body: not JSON: {e}")))?;
+    let Value::Object(map) = value else {
+        return Err(ApiError::invalid("request body: must be a JSON object"));
+    };
+    if let Some(unknown) = map.keys().find(|k| !fields.contains(&k.as_str())) {
+        return Err(ApiError::invalid(format!(
+            "request body: unknown field '{unknown}' (expected {})",
+            fields.join(", ")
+        )));
+    }
+    Ok(Fields(map))
+}
+
+/// A request body's fields, each checked by name.
+pub(crate) struct Fields(serde_json::Map<String, Value>);
+
+impl Fields {
+    /// A string field; numbers are refused, so no amount ever passes
+    /// through a float.
+    pub(crate) fn text(&self, name: &str) -> Result<Option<String>, ApiError> {
+        match self.0.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(other) => Err(ApiError::invalid(format!(
+                "{name}: must be a string, not {}",
+                kind_of(other)
+            ))),
+        }
+    }
+
+    pub(crate) fn required(&self, name: &str) -> Result<String, ApiError> {
+        self.text(name)?
+            .ok_or_else(|| ApiError::invalid(format!("{name}: missing field")))
+    }
+}
+
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn header_key(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
+    headers
+        .get(IDEMPOTENCY_KEY)
+        .map(|v| {
+            v.to_str()
+                .map_err(|_| ApiError::invalid("Idempotency-Key: must be visible ASCII"))
+        })
+        .transpose()
+}
+
+pub(crate) async fn create_intent(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+    raw: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    s.tokens
+        .authorize(&headers, &[Role::Storefront], "create_intent")?;
+    const FIELDS: [&str; 6] = [
+        "kind",
+        "reference",
+        "account",
+        "asset",
+        "network",
+        "usd_amount",
+    ];
+    let f = body(raw, &FIELDS)?;
+    let key = header_key(&headers)?;
+    let new = NewIntent {
+        kind: f.required("kind")?,
+        reference: f.required("reference")?,
+        account: f.required("account")?,
+        asset: f.required("asset")?,
+        network: f.required("network")?,
+        usd_amount: f.required("usd_amount")?,
+    };
+    let (intent, made_now) = s.ctx.intents.create_once(&new, key).await?;
+    // A replayed key answers 200 with the intent made the first time.
+    let status = if made_now {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(IntentView::new(&intent, &s.ctx.settings))).into_response())
+}
+
+pub(crate) async fn get_intent(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Json<IntentView>, ApiError> {
+    s.tokens.authorize(
+        &headers,
+        &[Role::Storefront, Role::Support, Role::Operator],
+        "get_intent",
+    )?;
+    let id = parse_id(&id)?;
+    let intent = s
+        .ctx
+        .store
+        .intent(id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no intent {id}")))?;
+    Ok(Json(IntentView::new(&intent, &s.ctx.settings)))
+}
+
+/// The intent's payment URI as a QR code, `qr.svg` or `qr.png`.
+pub(crate) async fn qr(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+    Path((id, file)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    s.tokens.authorize(
+        &headers,
+        &[Role::Storefront, Role::Support, Role::Operator],
+        "qr",
+    )?;
+    let id = parse_id(&id)?;
+    let intent = s
+        .ctx
+        .store
+        .intent(id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no intent {id}")))?;
+    let uri = intent_uri(&intent, &s.ctx.settings)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
+    let failed = |e: crate::payment_uri::UriError| {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+    };
+    match file.as_str() {
+        "qr.svg" => Ok((
+            [(CONTENT_TYPE, "image/svg+xml")],
+            qr_svg(&uri).map_err(failed)?,
+        )
+            .into_response()),
+        "qr.png" => {
+            Ok(([(CONTENT_TYPE, "image/png")], qr_png(&uri).map_err(failed)?).into_response())
+        }
+        other => Err(ApiError::not_found(format!(
+            "no '{other}' for an intent: qr.svg or qr.png"
+        ))),
+    }
+}
+
+fn parse_id(id: &str) -> Result<i64, ApiError> {
+    id.parse::<i64>()
+        .ok()
+        .filter(|i| *i > 0)
+        .ok_or_else(|| ApiError::invalid(format!("intent id: '{id}' is not a positive integer")))
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct ByReference {
+    kind: Option<String>,
+    reference: Option<String>,
+}
+
+pub(crate) async fn list_intents(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+    Query(q): Query<ByReference>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    s.tokens.authorize(
+        &headers,
+        &[Role::Storefront, Role::Support, Role::Operator],
+        "list_intents",
+    )?;
+    let reference = q
+        .reference
+        .filter(|r| !r.trim().is_empty())
+        .ok_or_else(|| ApiError::invalid("reference: required, e.g. ?kind=order&reference=A-1"))?;
+    let kind_text = q.kind.unwrap_or_else(|| "order".into());
+    let kind: IntentKind = kind_text
+        .parse()
+        .map_err(|_| ApiError::invalid(format!("kind: '{kind_text}' is not order or topup")))?;
+    let intents = s
+        .ctx
+        .store
+        .intents_for_reference(kind, reference.trim())
+        .await?;
+    let views: Vec<IntentView> = intents
+        .iter()
+        .map(|i| IntentView::new(i, &s.ctx.settings))
+        .collect();
+    Ok(Json(json!({"intents": views})))
+}
+
+pub(crate) async fn declare_paid(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    raw: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    s.tokens
+        .authorize(&headers, &[Role::Storefront], "declare_paid")?;
+    let id = parse_id(&id)?;
+    let note = match &raw {
+        Ok(b) if b.is_empty() => None,
+        _ => body(raw, &["note"])?.text("note")?,
+    };
+    if note.as_ref().is_some_and(|n| n.len() > 1000) {
+        return Err(ApiError::invalid("note: at most 1000 bytes"));
+    }
+    let now = s.ctx.clock.now_ms();
+    if !s.ctx.store.declare_paid(id, note.as_deref(), now).await? {
+        return Err(ApiError::not_found(format!("no intent {id}")));
+    }
+    s.recheck.notify_one();
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({
+            "intent_id": id,
+            "declared_at_ms": now,
+            "message": "recorded; the chain decides whether it is paid, and it is being checked now",
+        })),
+    )
+        .into_response())
+}
+
+pub(crate) async fn balance(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+    Path(account): Path<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    s.tokens
+        .authorize(&headers, &[Role::Storefront, Role::Support], "balance")?;
+    let cents = s.ctx.store.balance_cents(&account).await?;
+    Ok(Json(json!({
+        "account": account,
+        "available_usd_cents": cents,
+        "available_usd": usd(cents),
+    })))
+}
+
+pub(crate) async fn debit(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+    Path(account): Path<String>,
+    raw: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    s.tokens.authorize(&headers, &[Role::Storefront], "debit")?;
+    let f = body(raw, &["usd_amount", "memo"])?;
+    let usd_amount = f.required("usd_amount")?;
+    let memo = f.text("memo")?;
+    if memo.as_ref().is_some_and(|m| m.len() > 1000) {
+        return Err(ApiError::invalid("memo: at most 1000 bytes"));
+    }
+    let key = header_key(&headers)?.ok_or_else(|| {
+        ApiError::invalid("Idempotency-Key: required, so a retried debit is never taken twice")
+    })?;
+    if key.is_empty() || key.len() > 200 || !key.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(ApiError::invalid(
+            "Idempotency-Key: must be 1 to 200 visible ASCII characters",
+        ));
+    }
+    if account.trim().is_empty() || account.len() > 200 {
+        return Err(ApiError::invalid("account: 1 to 200 characters"));
+    }
+    let cents = Amount::parse_decimal("usd_amount", &usd_amount, 2).map_err(|e| {
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "amount_invalid",
+            e.to_string(),
+        )
+    })?;
+    let cents = i64::try_from(cents.0)
+        .ok()
+        .filter(|c| *c > 0 && *c <= 10_000_000_000)
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "amount_invalid",
+                format!(
+                    "usd_amount: '{}' must be above 0 and at most 100000000",
+                    usd_amount
+                ),
+            )
+        })?;
+    let now = s.ctx.clock.now_ms();
+    let outcome = s
+        .ctx
+        .store
+        .debit(&account, cents, key, memo.as_deref(), now)
+        .await?;
+    let answer = |status: StatusCode, balance: i64, posted: bool| {
+        (
+            status,
+            Json(json!({
+                "account": account,
+                "debited_usd": usd(cents),
+                "posted": posted,
+                "available_usd_cents": balance,
+                "available_usd": usd(balance),
+            })),
+        )
+            .into_response()
+    };
+    match outcome {
+        DebitOutcome::Posted { balance_cents } => {
+            Ok(answer(StatusCode::CREATED, balance_cents, true))
+        }
+        DebitOutcome::AlreadyPosted { balance_cents } => {
+            Ok(answer(StatusCode::OK, balance_cents, true))
+        }
+        DebitOutcome::Insufficient { balance_cents } => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "insufficient_balance",
+            format!(
+                "available {} USD does not cover {} USD; nothing was debited",
+                usd(balance_cents),
+                usd(cents)
+            ),
+        )),
+        DebitOutcome::KeyConflict => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            format!("Idempotency-Key '{key}' was used for another debit: use a new key"),
+        )),
+    }
+}

@@ -1,0 +1,713 @@
+//! The HTTP API's contract, over real HTTP, on SQLite and PostgreSQL: roles
+//! on every endpoint, idempotent creates and debits under concurrency, and
+//! a clear error code for malformed and hostile input.
+
+#[macro_use]
+mod common;
+
+use std::collections::HashSet;
+
+use bitcoin::hashes::{sha256, Hash};
+use bitcoin::{Address, ScriptBuf, WPubkeyHash};
+use common::{Backend, TestDb};
+use paywatch::api::{self, ApiState, TokenTable};
+use paywatch::app::Context;
+use paywatch::intents::parse_pool;
+use paywatch::settings::Settings;
+use paywatch_core::Network;
+use reqwest::{Client, Method, StatusCode};
+use serde_json::{json, Value};
+
+const STOREFRONT: &str = "shop-token-3f9a";
+const OPERATOR: &str = "ops-token-81c2";
+const SUPPORT: &str = "help-token-77d0";
+
+struct Api {
+    base: String,
+    http: Client,
+    ctx: Context,
+    _db: TestDb,
+}
+
+/// `n` distinct mainnet P2WPKH addresses nobody holds a key for.
+fn pool(n: u32) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            let h = sha256::Hash::hash(&i.to_le_bytes());
+            let pkh = WPubkeyHash::from_slice(&h[..20]).unwrap();
+            Address::from_script(&ScriptBuf::new_p2wpkh(&pkh), bitcoin::Network::Bitcoin)
+                .unwrap()
+                .to_string()
+        })
+        .collect()
+}
+
+impl Api {
+    async fn start(backend: Backend) -> Api {
+        let db = TestDb::new(backend).await;
+        let mut s = Settings::load(None).expect("defaults load");
+        s.database.url = db.url.clone();
+        s.rates.fixed.insert("BTC".into(), "50000".into());
+        s.api.max_body_bytes = 4096;
+        for (role, token) in [
+            ("storefront", STOREFRONT),
+            ("operator", OPERATOR),
+            ("support", SUPPORT),
+        ] {
+            s.api
+                .tokens
+                .insert(role.into(), vec![TokenTable::hash_token(token)]);
+        }
+        let n = s.networks.get_mut("bitcoin").expect("bitcoin settings");
+        n.enabled = true;
+        n.source = "devchain".into();
+        let ctx = Context::build(s).await.expect("context builds");
+        let text = pool(40).join("\n");
+        let parsed = parse_pool("pool.txt", &text, Network::Bitcoin).expect("pool parses");
+        ctx.store
+            .import_addresses(Network::Bitcoin, &parsed, ctx.clock.now_ms())
+            .await
+            .expect("imported");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let state = ApiState::new(ctx.clone()).expect("tokens");
+        tokio::spawn(api::serve(listener, state, std::future::pending::<()>()));
+        Api {
+            base,
+            http: Client::new(),
+            ctx,
+            _db: db,
+        }
+    }
+
+    async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        key: Option<&str>,
+        body: Option<String>,
+    ) -> (StatusCode, Value) {
+        let mut req = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(k) = key {
+            req = req.header("Idempotency-Key", k);
+        }
+        if let Some(b) = body {
+            req = req.header("content-type", "application/json").body(b);
+        }
+        let resp = req.send().await.expect("HTTP answer");
+        let status = resp.status();
+        let content_type = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned();
+        let bytes = resp.bytes().await.unwrap();
+        if status.is_success() && content_type.starts_with("image/") {
+            // An image: its type and size, and its first bytes for signatures.
+            let head = String::from_utf8_lossy(&bytes[..bytes.len().min(8)]).into_owned();
+            return (
+                status,
+                json!({"image": content_type, "bytes": bytes.len(), "head": head}),
+            );
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        let v = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("{path} answered {status} with non-JSON {text:?}: {e}"));
+        (status, v)
+    }
+
+    async fn create(&self, key: Option<&str>, body: Value) -> (StatusCode, Value) {
+        self.call(
+            Method::POST,
+            "/v1/intents",
+            Some(STOREFRONT),
+            key,
+            Some(body.to_string()),
+        )
+        .await
+    }
+
+    async fn count(&self, sql: &str) -> i64 {
+        self.ctx.store.count_raw(sql).await.unwrap()
+    }
+}
+
+fn order(reference: &str) -> Value {
+    json!({"kind": "order", "reference": reference, "account": "acct-9",
+           "asset": "BTC", "network": "bitcoin", "usd_amount": "50"})
+}
+
+fn code(v: &Value) -> &str {
+    v["error"]["code"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no error code in {v}"))
+}
+
+on_both_databases!(
+    every_endpoint_checks_its_callers_role,
+    a_retried_create_returns_the_same_intent_and_never_a_second_address,
+    concurrent_debits_never_spend_the_same_balance_twice,
+    malformed_and_hostile_input_gets_a_clear_code_and_writes_nothing,
+    a_declared_payment_is_recorded_and_is_no_proof,
+);
+
+async fn every_endpoint_checks_its_callers_role(b: Backend) {
+    let api = Api::start(b).await;
+    let (st, made) = api.create(None, order("roles-1")).await;
+    assert_eq!(st, StatusCode::CREATED, "{made}");
+    let id = made["id"].as_i64().unwrap();
+    // The wallet's URI: BIP21 with the exact coin amount.
+    assert_eq!(
+        made["payment"]["uri"],
+        json!(format!(
+            "bitcoin:{}?amount=0.001",
+            made["address"].as_str().unwrap()
+        ))
+    );
+    assert_eq!(
+        made["payment"]["qr_svg"],
+        json!(format!("/v1/intents/{id}/qr.svg"))
+    );
+    let (st, svg) = api
+        .call(
+            Method::GET,
+            &format!("/v1/intents/{id}/qr.svg"),
+            Some(STOREFRONT),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(
+        (st, &svg["image"]),
+        (StatusCode::OK, &json!("image/svg+xml"))
+    );
+    let (st, png) = api
+        .call(
+            Method::GET,
+            &format!("/v1/intents/{id}/qr.png"),
+            Some(STOREFRONT),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!((st, &png["image"]), (StatusCode::OK, &json!("image/png")));
+    assert!(png["head"].as_str().unwrap().contains("PNG"), "{png}");
+
+    let debit = json!({"usd_amount": "1"}).to_string();
+    // (method, path, body, roles allowed)
+    let routes: Vec<(Method, String, Option<String>, Vec<&str>)> = vec![
+        (
+            Method::POST,
+            "/v1/intents".into(),
+            Some(order("roles-2").to_string()),
+            vec![STOREFRONT],
+        ),
+        (
+            Method::GET,
+            format!("/v1/intents/{id}"),
+            None,
+            vec![STOREFRONT, OPERATOR, SUPPORT],
+        ),
+        (
+            Method::GET,
+            format!("/v1/intents/{id}/qr.svg"),
+            None,
+            vec![STOREFRONT, OPERATOR, SUPPORT],
+        ),
+        (
+            Method::GET,
+            format!("/v1/intents/{id}/qr.png"),
+            None,
+            vec![STOREFRONT, OPERATOR, SUPPORT],
+        ),
+        (
+            Method::GET,
+            "/v1/intents?kind=order&reference=roles-1".into(),
+            None,
+            vec![STOREFRONT, OPERATOR, SUPPORT],
+        ),
+        (
+            Method::POST,
+            format!("/v1/intents/{id}/declared-paid"),
+            None,
+            vec![STOREFRONT],
+        ),
+        (
+            Method::GET,
+            "/v1/accounts/acct-9/balance".into(),
+            None,
+            vec![STOREFRONT, SUPPORT],
+        ),
+        (
+            Method::POST,
+            "/v1/accounts/acct-9/debits".into(),
+            Some(debit),
+            vec![STOREFRONT],
+        ),
+    ];
+    for (method, path, body, allowed) in &routes {
+        for token in [STOREFRONT, OPERATOR, SUPPORT] {
+            let key = format!("k-{token}-{path}").replace(['/', '?', '&', '='], "_");
+            let (st, v) = api
+                .call(method.clone(), path, Some(token), Some(&key), body.clone())
+                .await;
+            if allowed.contains(&token) {
+                assert!(
+                    st != StatusCode::UNAUTHORIZED && st != StatusCode::FORBIDDEN,
+                    "{method} {path} must let {token} in: {st} {v}"
+                );
+            } else {
+                assert_eq!(st, StatusCode::FORBIDDEN, "{method} {path} as {token}: {v}");
+                assert_eq!(code(&v), "forbidden");
+            }
+        }
+        for token in [None, Some("not-a-configured-token")] {
+            let (st, v) = api
+                .call(method.clone(), path, token, Some("k"), body.clone())
+                .await;
+            assert_eq!(st, StatusCode::UNAUTHORIZED, "{method} {path}: {v}");
+            assert_eq!(code(&v), "unauthorized");
+        }
+    }
+    // Refused callers changed nothing: one intent from the first create, one
+    // from the storefront's own call in the table.
+    assert_eq!(api.count("SELECT COUNT(*) FROM intents").await, 2);
+
+    let (st, v) = api.call(Method::GET, "/healthz", None, None, None).await;
+    assert_eq!((st, v["status"].as_str()), (StatusCode::OK, Some("ok")));
+    let (st, _) = api.call(Method::GET, "/readyz", None, None, None).await;
+    assert_eq!(st, StatusCode::OK);
+    let (st, v) = api
+        .call(Method::GET, "/v1/nothing", Some(STOREFRONT), None, None)
+        .await;
+    assert_eq!((st, code(&v)), (StatusCode::NOT_FOUND, "not_found"));
+
+    // The committed OpenAPI document is what is served, and it documents
+    // every route above.
+    let (st, served) = api
+        .call(Method::GET, "/v1/openapi.json", None, None, None)
+        .await;
+    assert_eq!(st, StatusCode::OK);
+    let committed: Value = serde_json::from_str(api::OPENAPI).unwrap();
+    assert_eq!(served, committed);
+    for (method, path, _, _) in &routes {
+        let templated = path
+            .split('?')
+            .next()
+            .unwrap()
+            .replace(&format!("/{id}/"), "/{id}/")
+            .replace(&format!("/intents/{id}"), "/intents/{id}")
+            .replace("/acct-9/", "/{account}/");
+        let op = &committed["paths"][&templated][method.as_str().to_lowercase()];
+        assert!(
+            op.is_object(),
+            "{method} {templated} is not in openapi/v1.json"
+        );
+    }
+}
+
+async fn a_retried_create_returns_the_same_intent_and_never_a_second_address(b: Backend) {
+    let api = Api::start(b).await;
+    let mut calls = Vec::new();
+    for _ in 0..8 {
+        let api = &api;
+        calls.push(async move { api.create(Some("order-77-try"), order("order-77")).await });
+    }
+    let answers = futures_join_all(calls).await;
+    let ids: HashSet<i64> = answers
+        .iter()
+        .map(|(_, v)| v["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 1, "one intent for one key: {answers:?}");
+    let created = answers
+        .iter()
+        .filter(|(s, _)| *s == StatusCode::CREATED)
+        .count();
+    assert_eq!(created, 1, "{answers:?}");
+    assert!(answers
+        .iter()
+        .all(|(s, _)| *s == StatusCode::CREATED || *s == StatusCode::OK));
+    assert_eq!(api.count("SELECT COUNT(*) FROM intents").await, 1);
+    assert_eq!(
+        api.count("SELECT COUNT(*) FROM addresses WHERE issued_at IS NOT NULL")
+            .await,
+        1,
+        "a lost race gives its address back"
+    );
+
+    // The same key for another request is a conflict, and makes nothing.
+    let mut other = order("order-77");
+    other["usd_amount"] = json!("51");
+    let (st, v) = api.create(Some("order-77-try"), other).await;
+    assert_eq!((st, code(&v)), (StatusCode::CONFLICT, "conflict"), "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("new key"),
+        "{v}"
+    );
+    // Without a key, a second create is a second intent at another address.
+    let (st, second) = api.create(None, order("order-77")).await;
+    assert_eq!(st, StatusCode::CREATED);
+    assert_ne!(second["address"], answers[0].1["address"]);
+    assert_eq!(
+        second["amount_due"],
+        json!("100000"),
+        "50 USD at 50,000 USD/BTC in sat"
+    );
+    assert_eq!(second["amount_due_coin"], json!("0.001"));
+}
+
+async fn concurrent_debits_never_spend_the_same_balance_twice(b: Backend) {
+    let api = Api::start(b).await;
+    api.ctx
+        .store
+        .execute_raw(
+            "INSERT INTO ledger_entries (account, usd_cents, entry_kind, entry_key, created_at) \
+             VALUES ('acct-9', 10000, 'adjustment', 'seed', 0)",
+        )
+        .await
+        .unwrap();
+    let mut calls = Vec::new();
+    for n in 0..10 {
+        let api = &api;
+        calls.push(async move {
+            api.call(
+                Method::POST,
+                "/v1/accounts/acct-9/debits",
+                Some(STOREFRONT),
+                Some(&format!("gpu-{n}")),
+                Some(json!({"usd_amount": "30.00", "memo": "gpu rental"}).to_string()),
+            )
+            .await
+        });
+    }
+    let answers = futures_join_all(calls).await;
+    let posted = answers
+        .iter()
+        .filter(|(s, _)| *s == StatusCode::CREATED)
+        .count();
+    let refused: Vec<&Value> = answers
+        .iter()
+        .filter(|(s, _)| *s == StatusCode::CONFLICT)
+        .map(|(_, v)| v)
+        .collect();
+    assert_eq!(posted, 3, "100 USD covers three 30 USD debits: {answers:?}");
+    assert_eq!(refused.len(), 7);
+    assert!(refused.iter().all(|v| code(v) == "insufficient_balance"));
+    assert_eq!(api.ctx.store.balance_cents("acct-9").await.unwrap(), 1000);
+
+    // A retry of a posted debit takes nothing again.
+    let winner = answers
+        .iter()
+        .position(|(s, _)| *s == StatusCode::CREATED)
+        .unwrap();
+    let (st, v) = api
+        .call(
+            Method::POST,
+            "/v1/accounts/acct-9/debits",
+            Some(STOREFRONT),
+            Some(&format!("gpu-{winner}")),
+            Some(json!({"usd_amount": "30.00"}).to_string()),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(v["available_usd"], json!("10.00"));
+    let (_, bal) = api
+        .call(
+            Method::GET,
+            "/v1/accounts/acct-9/balance",
+            Some(SUPPORT),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(bal["available_usd_cents"], json!(1000));
+    // The same key for another amount is a conflict.
+    let (st, v) = api
+        .call(
+            Method::POST,
+            "/v1/accounts/acct-9/debits",
+            Some(STOREFRONT),
+            Some(&format!("gpu-{winner}")),
+            Some(json!({"usd_amount": "5"}).to_string()),
+        )
+        .await;
+    assert_eq!((st, code(&v)), (StatusCode::CONFLICT, "conflict"));
+    assert_eq!(
+        api.count("SELECT COUNT(*) FROM ledger_entries WHERE entry_kind = 'debit'")
+            .await,
+        3
+    );
+}
+
+async fn malformed_and_hostile_input_gets_a_clear_code_and_writes_nothing(b: Backend) {
+    let api = Api::start(b).await;
+    let with = |field: &str, value: Value| {
+        let mut o = order("hostile");
+        o[field] = value;
+        o.to_string()
+    };
+    let cases: Vec<(String, StatusCode, &str, &str)> = vec![
+        (
+            "{not json".into(),
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "not JSON",
+        ),
+        (
+            "[1, 2]".into(),
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "JSON object",
+        ),
+        (
+            with("usd_amount", json!(50)),
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "usd_amount",
+        ),
+        (
+            with("kind", json!(["order"])),
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "kind",
+        ),
+        (
+            json!({"kind": "order"}).to_string(),
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "reference: missing field",
+        ),
+        (
+            with("surprise", json!(1)),
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "unknown field 'surprise'",
+        ),
+        (
+            with("usd_amount", json!("-5")),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "amount_invalid",
+            "usd_amount",
+        ),
+        (
+            with("usd_amount", json!("10.001")),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "amount_invalid",
+            "usd_amount",
+        ),
+        (
+            with(
+                "usd_amount",
+                json!("99999999999999999999999999999999999999999999"),
+            ),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "amount_invalid",
+            "usd_amount",
+        ),
+        (
+            with("usd_amount", json!("1e3")),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "amount_invalid",
+            "usd_amount",
+        ),
+        (
+            with("asset", json!("DOGE")),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "method_unknown",
+            "DOGE",
+        ),
+        (
+            with("network", json!("tron")),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "method_unknown",
+            "BTC",
+        ),
+        (
+            with("kind", json!("gift")),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request",
+            "kind",
+        ),
+        (
+            with("reference", json!("")),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request",
+            "reference",
+        ),
+        (
+            with("reference", json!("x".repeat(201))),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request",
+            "reference",
+        ),
+        (
+            with("reference", json!("x".repeat(5000))),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            "max_body_bytes",
+        ),
+    ];
+    for (body, status, want, mentions) in &cases {
+        let (st, v) = api
+            .call(
+                Method::POST,
+                "/v1/intents",
+                Some(STOREFRONT),
+                None,
+                Some(body.clone()),
+            )
+            .await;
+        assert_eq!((st, code(&v)), (*status, *want), "{body}: {v}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(message.contains(mentions), "{body}: {message}");
+    }
+    assert_eq!(api.count("SELECT COUNT(*) FROM intents").await, 0);
+    assert_eq!(
+        api.count("SELECT COUNT(*) FROM addresses WHERE issued_at IS NOT NULL")
+            .await,
+        0,
+        "no failed call took an address"
+    );
+
+    // SQL metacharacters are data: stored as given, harming nothing.
+    let sneaky = "A-1'; DROP TABLE intents; --";
+    let (st, v) = api.create(None, order(sneaky)).await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    assert_eq!(v["reference"], json!(sneaky));
+    let path = format!(
+        "/v1/intents?kind=order&reference={}",
+        sneaky
+            .replace(' ', "%20")
+            .replace(';', "%3B")
+            .replace('\'', "%27")
+    );
+    let (st, listed) = api
+        .call(Method::GET, &path, Some(STOREFRONT), None, None)
+        .await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(listed["intents"].as_array().unwrap().len(), 1, "{listed}");
+
+    for (path, want) in [
+        ("/v1/intents/abc", StatusCode::BAD_REQUEST),
+        ("/v1/intents/-1", StatusCode::BAD_REQUEST),
+        ("/v1/intents/99999999999999999999", StatusCode::BAD_REQUEST),
+        ("/v1/intents/4242", StatusCode::NOT_FOUND),
+        ("/v1/intents?kind=order", StatusCode::BAD_REQUEST),
+    ] {
+        let (st, v) = api
+            .call(Method::GET, path, Some(STOREFRONT), None, None)
+            .await;
+        assert_eq!(st, want, "{path}: {v}");
+        assert!(v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()));
+    }
+    for (key, body, want) in [
+        (None, json!({"usd_amount": "1"}), "invalid_request"),
+        (Some("k1"), json!({"usd_amount": "0"}), "amount_invalid"),
+        (Some("k2"), json!({"usd_amount": "-1"}), "amount_invalid"),
+        (Some("k3"), json!({"usd_amount": 1}), "invalid_request"),
+    ] {
+        let (_, v) = api
+            .call(
+                Method::POST,
+                "/v1/accounts/acct-9/debits",
+                Some(STOREFRONT),
+                key,
+                Some(body.to_string()),
+            )
+            .await;
+        assert_eq!(code(&v), want, "{body}: {v}");
+    }
+    assert_eq!(api.count("SELECT COUNT(*) FROM ledger_entries").await, 0);
+}
+
+async fn a_declared_payment_is_recorded_and_is_no_proof(b: Backend) {
+    let api = Api::start(b).await;
+    let (_, made) = api.create(None, order("declared")).await;
+    let id = made["id"].as_i64().unwrap();
+    let queued = format!(
+        "SELECT COUNT(*) FROM reconcile_queue WHERE address = '{}'",
+        made["address"].as_str().unwrap()
+    );
+    let queued_before = api.count(&queued).await;
+    let (st, v) = api
+        .call(
+            Method::POST,
+            &format!("/v1/intents/{id}/declared-paid"),
+            Some(STOREFRONT),
+            None,
+            Some(json!({"note": "sent from my exchange"}).to_string()),
+        )
+        .await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+    let (_, shown) = api
+        .call(
+            Method::GET,
+            &format!("/v1/intents/{id}"),
+            Some(SUPPORT),
+            None,
+            None,
+        )
+        .await;
+    assert!(shown["declared_paid_at_ms"].is_i64(), "{shown}");
+    assert_eq!(
+        shown["status"],
+        json!("awaiting_payment"),
+        "never taken as proof"
+    );
+    assert_eq!(
+        api.count(&format!(
+            "SELECT COUNT(*) FROM intent_events WHERE intent_id = {id} AND kind = 'declared_paid' \
+             AND detail = 'sent from my exchange'"
+        ))
+        .await,
+        1,
+        "it shows in the intent's history"
+    );
+    assert_eq!(
+        api.count(&queued).await,
+        queued_before + 1,
+        "the address is queued for a re-check"
+    );
+    let (st, v) = api
+        .call(
+            Method::POST,
+            "/v1/intents/4242/declared-paid",
+            Some(STOREFRONT),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!((st, code(&v)), (StatusCode::NOT_FOUND, "not_found"));
+}
+
+/// Runs the futures concurrently on this task, as a storefront's parallel
+/// requests would arrive.
+async fn futures_join_all<F: std::future::Future>(fs: Vec<F>) -> Vec<F::Output> {
+    let mut pinned: Vec<_> = fs.into_iter().map(Box::pin).collect();
+    let mut out: Vec<Option<F::Output>> = pinned.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (f, slot) in pinned.iter_mut().zip(out.iter_mut()) {
+            if slot.is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => *slot = Some(v),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    out.into_iter().map(|o| o.expect("ready")).collect()
+}
