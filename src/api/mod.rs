@@ -6,7 +6,9 @@ mod auth;
 mod error;
 mod health;
 mod intent_view;
+mod operator;
 mod storefront;
+mod support;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -70,6 +72,11 @@ pub fn router(state: ApiState) -> Router {
             post(storefront::declare_paid),
         )
         .route("/v1/intents/{id}/{file}", get(storefront::qr))
+        .route("/v1/cases", get(support::find))
+        .route("/v1/cases/{id}", get(support::case))
+        .route("/v1/cases/{id}/actions", post(support::act))
+        .route("/v1/review-queue", get(operator::review_queue))
+        .route("/v1/watchers", get(operator::watchers))
         .route("/v1/accounts/{account}/balance", get(storefront::balance))
         .route("/v1/accounts/{account}/debits", post(storefront::debit))
         .fallback(|| async { ApiError::not_found("no such endpoint; see /v1/openapi.json") })

@@ -89,7 +89,7 @@ fn kind_of(v: &Value) -> &'static str {
     }
 }
 
-fn header_key(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
+pub(crate) fn header_key(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
     headers
         .get(IDEMPOTENCY_KEY)
         .map(|v| {
@@ -192,7 +192,7 @@ pub(crate) async fn qr(
     }
 }
 
-fn parse_id(id: &str) -> Result<i64, ApiError> {
+pub(crate) fn parse_id(id: &str) -> Result<i64, ApiError> {
     id.parse::<i64>()
         .ok()
         .filter(|i| *i > 0)

@@ -41,6 +41,11 @@ const POSTGRES: Embedded = &[
         "storefront api",
         include_str!("../../migrations/postgres/0006_storefront_api.sql"),
     ),
+    (
+        7,
+        "support cases",
+        include_str!("../../migrations/postgres/0007_support_cases.sql"),
+    ),
 ];
 const SQLITE: Embedded = &[
     (
@@ -72,6 +77,11 @@ const SQLITE: Embedded = &[
         6,
         "storefront api",
         include_str!("../../migrations/sqlite/0006_storefront_api.sql"),
+    ),
+    (
+        7,
+        "support cases",
+        include_str!("../../migrations/sqlite/0007_support_cases.sql"),
     ),
 ];
 

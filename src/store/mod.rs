@@ -5,6 +5,7 @@
 
 mod addresses;
 mod balance;
+mod cases;
 mod chain;
 mod dialect;
 mod error;
@@ -21,6 +22,7 @@ use sqlx::{AnyPool, Executor, Row, Transaction};
 
 pub use addresses::ImportReport;
 pub use balance::DebitOutcome;
+pub use cases::{ActionOutcome, AuditEntry, CaseAction, CaseTransfer, RefundRecord, SupportAction};
 pub use chain::{ApplyOutcome, ChainStatus};
 pub(crate) use dialect::Col;
 pub use dialect::{redact_url, Dialect};

@@ -1,0 +1,211 @@
+//! Support's endpoints: find a case, see all of it, resolve it.
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::auth::Role;
+use super::error::ApiError;
+use super::intent_view::IntentView;
+use super::storefront::{body, header_key, parse_id};
+use super::ApiState;
+use crate::store::{ActionOutcome, CaseAction, CaseTransfer, SupportAction};
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct Search {
+    reference: Option<String>,
+    account: Option<String>,
+    address: Option<String>,
+    txid: Option<String>,
+}
+
+fn given(v: &Option<String>) -> Option<&str> {
+    v.as_deref().map(str::trim).filter(|s| !s.is_empty())
+}
+
+pub(crate) async fn find(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+    Query(q): Query<Search>,
+) -> Result<Json<Value>, ApiError> {
+    s.tokens
+        .authorize(&headers, &[Role::Support, Role::Operator], "find_cases")?;
+    let (reference, account, address, txid) = (
+        given(&q.reference),
+        given(&q.account),
+        given(&q.address),
+        given(&q.txid),
+    );
+    if reference.is_none() && account.is_none() && address.is_none() && txid.is_none() {
+        return Err(ApiError::invalid(
+            "give at least one of reference, account, address, txid",
+        ));
+    }
+    let found = s
+        .ctx
+        .store
+        .find_intents(reference, account, address, txid, 200)
+        .await?;
+    let views: Vec<IntentView> = found
+        .iter()
+        .map(|i| IntentView::new(i, &s.ctx.settings))
+        .collect();
+    Ok(Json(json!({"intents": views})))
+}
+
+pub(crate) fn transfer_json(t: &CaseTransfer) -> Value {
+    json!({
+        "transfer_id": t.transfer_id, "network": t.network, "asset": t.asset,
+        "txid": t.txid, "index": t.index, "to_address": t.to_address,
+        "from_address": t.from_address, "amount": t.amount,
+        "counts_toward_intent": t.counts_toward_intent, "tx_status": t.tx_status,
+        "block_height": t.block_height, "confirmations": t.confirmations,
+        "is_final": t.is_final, "first_seen_at_ms": t.first_seen_at_ms,
+        "orphaned_at_ms": t.orphaned_at_ms,
+    })
+}
+
+pub(crate) async fn case(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    s.tokens
+        .authorize(&headers, &[Role::Support, Role::Operator], "case")?;
+    Ok(Json(case_json(&s, parse_id(&id)?).await?))
+}
+
+/// Everything support needs about one intent, in one answer.
+pub(crate) async fn case_json(s: &ApiState, id: i64) -> Result<Value, ApiError> {
+    let store = &s.ctx.store;
+    let intent = store
+        .intent(id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no intent {id}")))?;
+    let events: Vec<Value> = store
+        .intent_events(id)
+        .await?
+        .iter()
+        .map(|e| {
+            json!({"at_ms": e.at_ms, "kind": e.kind, "status": e.status,
+                         "exception": e.exception, "detail": e.detail})
+        })
+        .collect();
+    let transfers: Vec<Value> = store
+        .case_transfers(id)
+        .await?
+        .iter()
+        .map(transfer_json)
+        .collect();
+    let audit: Vec<Value> = store
+        .audit_entries(id)
+        .await?
+        .iter()
+        .map(|a| {
+            json!({"id": a.id, "at_ms": a.at_ms, "role": a.role, "actor": a.actor,
+                         "action": a.action, "note": a.note, "detail": a.detail})
+        })
+        .collect();
+    let refund = store.refund(id).await?.map(|r| {
+        json!({"destination": r.destination, "required_at_ms": r.required_at_ms,
+               "txid": r.txid, "sent_at_ms": r.sent_at_ms})
+    });
+    Ok(json!({
+        "intent": IntentView::new(&intent, &s.ctx.settings),
+        "declared_paid_at_ms": intent.declared_paid_at_ms,
+        "rate_lock": {"usd_per_coin": intent.rate_usd, "source": intent.rate_source,
+                      "at_ms": intent.rate_at_ms},
+        "history": events,
+        "transfers": transfers,
+        "audit": audit,
+        "refund": refund,
+    }))
+}
+
+pub(crate) async fn act(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    raw: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let role = s
+        .tokens
+        .authorize(&headers, &[Role::Support], "case_action")?;
+    let id = parse_id(&id)?;
+    let f = body(
+        raw,
+        &[
+            "action",
+            "note",
+            "actor",
+            "destination",
+            "txid",
+            "to_intent",
+        ],
+    )?;
+    let key = header_key(&headers)?.ok_or_else(|| {
+        ApiError::invalid("Idempotency-Key: required, so a replayed action is done once")
+    })?;
+    let action_text = f.required("action")?;
+    let action = SupportAction::parse(&action_text).ok_or_else(|| {
+        ApiError::invalid(format!(
+            "action: '{action_text}' is not accept, refund_required, refund_sent, reassign or dismiss"
+        ))
+    })?;
+    let note = f.required("note")?;
+    if note.trim().is_empty() || note.len() > 2000 {
+        return Err(ApiError::invalid(
+            "note: every action needs a note saying why (at most 2000 bytes)",
+        ));
+    }
+    let actor = f.required("actor")?;
+    if actor.trim().is_empty() || actor.len() > 200 {
+        return Err(ApiError::invalid(
+            "actor: who is acting (1 to 200 characters)",
+        ));
+    }
+    let to_intent = f.text("to_intent")?.map(|t| parse_id(&t)).transpose()?;
+    let destination = f.text("destination")?;
+    let txid = f.text("txid")?;
+    let outcome = s
+        .ctx
+        .store
+        .act_on_case(
+            &CaseAction {
+                intent_id: id,
+                action,
+                role: role.as_str(),
+                actor: actor.trim(),
+                note: note.trim(),
+                key,
+                destination: destination.as_deref(),
+                txid: txid.as_deref(),
+                to_intent,
+            },
+            s.ctx.clock.now_ms(),
+        )
+        .await?;
+    let (status, audit_id) = match outcome {
+        ActionOutcome::Done { audit_id } => (StatusCode::CREATED, audit_id),
+        ActionOutcome::Replayed { audit_id } => (StatusCode::OK, audit_id),
+        ActionOutcome::KeyConflict => {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "conflict",
+                format!("Idempotency-Key '{key}' was used for another action: use a new key"),
+            ))
+        }
+        ActionOutcome::NotFound(why) => return Err(ApiError::not_found(why)),
+        ActionOutcome::Refused(why) => {
+            return Err(ApiError::new(StatusCode::CONFLICT, "conflict", why))
+        }
+    };
+    let mut case = case_json(&s, id).await?;
+    case["audit_id"] = json!(audit_id);
+    Ok((status, Json(case)).into_response())
+}
