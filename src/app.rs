@@ -15,6 +15,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::devnet::DevChains;
 use crate::ingest::Ingest;
 use crate::intents::{FixedRates, HttpJsonRates, IntentService, RateBook, RateSource};
+use crate::metrics::MetricsState;
 use crate::reconcile::Reconciler;
 use crate::settings::{Settings, SettingsError};
 use crate::store::{Store, StoreError};
@@ -31,6 +32,12 @@ pub enum AppError {
     Chain(#[from] crate::chains::ChainSetupError),
     #[error("cannot serve the API on api.listen: {0}")]
     ApiListen(std::io::Error),
+    // Not a `source`: the message already carries it, once.
+    #[error("cannot serve metrics on metrics.listen = '{listen}': {error}")]
+    MetricsListen {
+        listen: String,
+        error: std::io::Error,
+    },
     #[error(transparent)]
     ApiTokens(#[from] crate::api::TokenConfigError),
 }
@@ -111,6 +118,24 @@ pub async fn run_until(
     ctx: Context,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), AppError> {
+    let metrics = MetricsState::new(&ctx);
+    run_until_with_metrics(ctx, metrics, shutdown).await
+}
+
+/// [`run_until`], with the watchers counting into `metrics`: a clone of it
+/// served elsewhere (a test's own listener) shows this daemon's counters.
+pub async fn run_until_with_metrics(
+    ctx: Context,
+    metrics: MetricsState,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), AppError> {
+    // Bound before anything starts, so a taken port stops a clean process.
+    let metrics_listener = crate::metrics::bind(&ctx.settings.metrics)
+        .await
+        .map_err(|error| AppError::MetricsListen {
+            listen: ctx.settings.metrics.listen.clone(),
+            error,
+        })?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let progress = Arc::new(Notify::new());
     let ingest = Ingest::new(ctx.store.clone(), ctx.clock.clone());
@@ -139,6 +164,7 @@ pub async fn run_until(
             progress: progress.clone(),
         };
         let stop = stop_rx.clone();
+        let counters = metrics.watcher(network);
         match chains::source(network, &ns, deps.watch.clone())? {
             Some(source) => {
                 if ctx.settings.devchain.autopay && ns.source == "node" && ns.chain == "regtest" {
@@ -152,7 +178,9 @@ pub async fn run_until(
                     );
                 }
                 tasks.spawn(async move {
-                    if let Err(e) = watcher::run(cfg, source, deps, stop).await {
+                    if let Err(e) =
+                        watcher::run_with_metrics(cfg, source, deps, counters, stop).await
+                    {
                         error!(error = %e, "watcher ended");
                     }
                 });
@@ -169,7 +197,9 @@ pub async fn run_until(
                 );
                 let source = chain.source(deps.watch.clone());
                 tasks.spawn(async move {
-                    if let Err(e) = watcher::run(cfg, source, deps, stop).await {
+                    if let Err(e) =
+                        watcher::run_with_metrics(cfg, source, deps, counters, stop).await
+                    {
                         error!(error = %e, "watcher ended");
                     }
                 });
@@ -193,6 +223,22 @@ pub async fn run_until(
                 }
             }
             .instrument(tracing::info_span!("api")),
+        );
+    }
+
+    if let Some(listener) = metrics_listener {
+        let state = metrics;
+        let mut stop = stop_rx.clone();
+        tasks.spawn(
+            async move {
+                let stopped = async move {
+                    let _ = stop.changed().await;
+                };
+                if let Err(e) = crate::metrics::serve(listener, state, stopped).await {
+                    error!(error = %e, "metrics server ended");
+                }
+            }
+            .instrument(tracing::info_span!("metrics")),
         );
     }
 

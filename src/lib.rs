@@ -10,6 +10,7 @@ pub mod clock;
 mod devnet;
 pub mod ingest;
 pub mod intents;
+pub mod metrics;
 pub mod payment_uri;
 pub mod reconcile;
 pub mod settings;

@@ -277,10 +277,18 @@ pub struct ApiSettings {
     pub tokens: BTreeMap<String, Vec<String>>,
 }
 
+/// Prometheus metrics, on a listener of their own.
+#[derive(Debug, Clone, Deserialize)]
+pub struct MetricsSettings {
+    /// `host:port` serving `GET /metrics`; empty serves none.
+    pub listen: String,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 pub struct Settings {
     pub database: DatabaseSettings,
     pub api: ApiSettings,
+    pub metrics: MetricsSettings,
     pub intents: IntentSettings,
     pub rates: RateSettings,
     pub reconcile: ReconcileSettings,

@@ -3,7 +3,7 @@
 //! what it emits and reports health.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use paywatch_core::{BlockSource, CanonicalStream, ChainEvent, Network, StreamError, WatchSet};
 use tokio::sync::{watch, Notify};
@@ -11,6 +11,7 @@ use tracing::{error, info, warn, Instrument};
 
 use crate::clock::Clock;
 use crate::ingest::{Ingest, IngestError};
+use crate::metrics::WatcherMetrics;
 use crate::store::{ApplyOutcome, Store, StoreError};
 
 #[derive(Debug, Clone)]
@@ -55,11 +56,24 @@ pub async fn run<S: BlockSource>(
     cfg: WatcherConfig,
     source: S,
     deps: WatcherDeps,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(), WatcherError> {
+    run_with_metrics(cfg, source, deps, Arc::default(), shutdown).await
+}
+
+/// [`run`], counting reorgs and source requests into `metrics`. A separate
+/// entry rather than a [`WatcherDeps`] field: deps are built field by field
+/// outside this crate too.
+pub(crate) async fn run_with_metrics<S: BlockSource>(
+    cfg: WatcherConfig,
+    source: S,
+    deps: WatcherDeps,
+    metrics: Arc<WatcherMetrics>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), WatcherError> {
     let span = tracing::info_span!("watcher", network = %cfg.network);
     async move {
-        let mut watcher = Watcher { cfg, deps, refreshed_at: None, backoff: Duration::ZERO, cursor_stale: false };
+        let mut watcher = Watcher { cfg, deps, metrics, refreshed_at: None, backoff: Duration::ZERO, cursor_stale: false };
         let mut stream: Option<CanonicalStream<S>> = None;
         let new_head = source.head_signal();
         let mut source = Some(source);
@@ -132,6 +146,7 @@ impl From<IngestError> for Trouble {
 struct Watcher {
     cfg: WatcherConfig,
     deps: WatcherDeps,
+    metrics: Arc<WatcherMetrics>,
     refreshed_at: Option<i64>,
     backoff: Duration,
     /// The stream's cursor no longer matches the database's (a write failed
@@ -143,6 +158,15 @@ struct Watcher {
 impl Watcher {
     fn now(&self) -> i64 {
         self.deps.clock.now_ms()
+    }
+
+    /// Times one poll of the source. Only the source's own failures count as
+    /// source errors: a too-deep or still-moving reorg is the chain's doing.
+    fn observe_source(&self, started: Instant, error: Option<&StreamError>) {
+        self.metrics.observe_source_request(started.elapsed());
+        if matches!(error, Some(StreamError::Source(_))) {
+            self.metrics.record_source_error();
+        }
     }
 
     async fn step<S: BlockSource>(
@@ -175,7 +199,10 @@ impl Watcher {
         }
         self.refresh_watch_set(s).await?;
 
-        let events = match s.next_batch(self.cfg.blocks_per_poll).await {
+        let started = Instant::now();
+        let polled = s.next_batch(self.cfg.blocks_per_poll).await;
+        self.observe_source(started, polled.as_ref().err());
+        let events = match polled {
             Ok(events) => events,
             Err(e) if e.is_transient() => return Err(Trouble::Transient(e.to_string())),
             Err(e) => return Err(Trouble::Halt(e)),
@@ -185,6 +212,8 @@ impl Watcher {
             .filter(|e| matches!(e, ChainEvent::Disconnected { .. }))
             .count();
         if disconnects > 0 {
+            self.metrics
+                .record_reorg(u64::try_from(disconnects).unwrap_or(u64::MAX));
             warn!(
                 alert = "reorg",
                 depth = disconnects,
@@ -206,9 +235,10 @@ impl Watcher {
         }
         // Zero when nothing can be confirmed this round: the store keeps the
         // highest final height it was given, so zero changes nothing.
-        let final_height = s
-            .confirmed_final_height()
-            .await
+        let started = Instant::now();
+        let confirmed = s.confirmed_final_height().await;
+        self.observe_source(started, confirmed.as_ref().err());
+        let final_height = confirmed
             .map_err(|e| Trouble::Transient(e.to_string()))?
             .unwrap_or(0);
         let tip = s.last_tip().map_or(0, |t| t.height);
@@ -258,6 +288,7 @@ impl Watcher {
             Ok(Some(snapshot)) => snapshot,
             Ok(None) => return Ok(()),
             Err(e) => {
+                self.metrics.record_source_error();
                 warn!(error = %e, "mempool unreadable this round; blocks go on");
                 return Ok(());
             }
@@ -313,7 +344,10 @@ impl Watcher {
             (None, None, Some(h)) => h,
             (None, None, None) => match source.tip().await {
                 Ok(t) => t.height,
-                Err(e) => return Err((source, Trouble::Transient(e.to_string()))),
+                Err(e) => {
+                    self.metrics.record_source_error();
+                    return Err((source, Trouble::Transient(e.to_string())));
+                }
             },
         };
         info!(start_height = start, cursor = ?cursor.last().map(|c| c.height), "watcher started");
@@ -381,11 +415,10 @@ impl Watcher {
             .await?;
         let mut found = 0;
         for ours in &blocks {
-            let Some(theirs) = stream
-                .source()
-                .block(ours.height)
-                .await
-                .map_err(|e| Trouble::Transient(e.to_string()))?
+            let Some(theirs) = stream.source().block(ours.height).await.map_err(|e| {
+                self.metrics.record_source_error();
+                Trouble::Transient(e.to_string())
+            })?
             else {
                 continue;
             };

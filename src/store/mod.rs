@@ -10,6 +10,7 @@ mod chain;
 mod dialect;
 mod error;
 mod intents;
+mod metrics_read;
 mod migrations;
 mod reconcile;
 mod transfers;

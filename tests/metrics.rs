@@ -1,0 +1,412 @@
+//! Prometheus metrics over real HTTP, on SQLite and PostgreSQL, next to a
+//! running daemon on the bitcoin dev chain: the values are the database's
+//! and the watcher's, every line is valid exposition, and a database that
+//! no longer answers gives a 503 rather than a failed daemon.
+
+#[macro_use]
+mod common;
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::{Duration, Instant};
+
+use bitcoin::hashes::{sha256, Hash};
+use bitcoin::{Address, ScriptBuf, WPubkeyHash};
+use common::{Backend, TestDb};
+use paywatch::app::{self, Context};
+use paywatch::intents::{parse_pool, NewIntent};
+use paywatch::metrics::{self, MetricsState};
+use paywatch::settings::Settings;
+use paywatch_core::Network;
+use reqwest::StatusCode;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+/// `n` distinct mainnet P2WPKH addresses nobody holds a key for.
+fn pool(n: u32) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            let h = sha256::Hash::hash(&i.to_le_bytes());
+            let pkh = WPubkeyHash::from_slice(&h[..20]).unwrap();
+            Address::from_script(&ScriptBuf::new_p2wpkh(&pkh), bitcoin::Network::Bitcoin)
+                .unwrap()
+                .to_string()
+        })
+        .collect()
+}
+
+/// The bitcoin dev chain mining every second, metrics off unless `listen`.
+async fn context(db: &TestDb, listen: &str) -> Context {
+    let mut s = Settings::load(None).expect("defaults load");
+    s.database.url = db.url.clone();
+    s.metrics.listen = listen.to_owned();
+    s.rates.fixed.insert("BTC".into(), "50000".into());
+    s.devchain.block_secs = 1;
+    let n = s.networks.get_mut("bitcoin").expect("bitcoin settings");
+    n.enabled = true;
+    n.source = "devchain".into();
+    n.poll_interval_ms = 100;
+    let ctx = Context::build(s).await.expect("context builds");
+    let parsed = parse_pool("pool.txt", &pool(4).join("\n"), Network::Bitcoin).unwrap();
+    ctx.store
+        .import_addresses(Network::Bitcoin, &parsed, ctx.clock.now_ms())
+        .await
+        .expect("imported");
+    ctx
+}
+
+struct Daemon {
+    stop: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Result<(), app::AppError>>,
+}
+
+/// `paywatch run` on `ctx`, its watchers counting into `metrics`.
+fn start(ctx: &Context, metrics: MetricsState) -> Daemon {
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(app::run_until_with_metrics(ctx.clone(), metrics, async {
+        let _ = stopped.await;
+    }));
+    Daemon { stop, task }
+}
+
+impl Daemon {
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        tokio::time::timeout(Duration::from_secs(20), self.task)
+            .await
+            .expect("the daemon stops")
+            .expect("daemon task")
+            .expect("the daemon ran");
+    }
+}
+
+/// One parsed sample line: name, labels, value as written.
+type Sample = (String, BTreeMap<String, String>, String);
+
+/// Parses an exposition strictly enough for our own output: every sample is
+/// `name{labels} value` with an integer or decimal value, and its family
+/// was announced by `# HELP` and `# TYPE` lines before it.
+fn parse(text: &str) -> Vec<Sample> {
+    let mut helped = HashSet::new();
+    let mut typed = HashSet::new();
+    let mut samples = Vec::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            helped.insert(rest.split(' ').next().unwrap().to_owned());
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let mut parts = rest.split(' ');
+            let name = parts.next().unwrap().to_owned();
+            let kind = parts.next().unwrap_or("");
+            assert!(
+                ["gauge", "counter", "histogram"].contains(&kind),
+                "type of {name}: {line}"
+            );
+            typed.insert(name);
+            continue;
+        }
+        assert!(!line.starts_with('#'), "stray comment: {line}");
+        let (series, value) = line.rsplit_once(' ').expect("name and value");
+        assert!(is_number(value), "value not integer or decimal: {line}");
+        let (name, labels) = match series.split_once('{') {
+            Some((name, rest)) => {
+                let inner = rest.strip_suffix('}').expect("labels close");
+                (name, parse_labels(inner, line))
+            }
+            None => (series, BTreeMap::new()),
+        };
+        assert!(
+            !name.is_empty()
+                && name.starts_with("paywatch_")
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'),
+            "bad metric name: {line}"
+        );
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s).filter(|f| typed.contains(*f)))
+            .unwrap_or(name);
+        assert!(
+            helped.contains(family) && typed.contains(family),
+            "no HELP/TYPE before {line}"
+        );
+        samples.push((name.to_owned(), labels, value.to_owned()));
+    }
+    samples
+}
+
+fn parse_labels(inner: &str, line: &str) -> BTreeMap<String, String> {
+    inner
+        .split("\",")
+        .map(|pair| {
+            let (k, v) = pair
+                .split_once("=\"")
+                .unwrap_or_else(|| panic!("label: {line}"));
+            (k.to_owned(), v.trim_end_matches('"').to_owned())
+        })
+        .collect()
+}
+
+fn is_number(v: &str) -> bool {
+    let mut parts = v.splitn(2, '.');
+    let whole = parts.next().unwrap_or("");
+    let frac = parts.next();
+    !whole.is_empty()
+        && whole.chars().all(|c| c.is_ascii_digit())
+        && frac.is_none_or(|f| !f.is_empty() && f.chars().all(|c| c.is_ascii_digit()))
+}
+
+/// The value of `name` with exactly `labels`.
+fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<String> {
+    let want: BTreeMap<String, String> = labels
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    samples
+        .iter()
+        .find(|(n, l, _)| n == name && *l == want)
+        .map(|(_, _, v)| v.clone())
+}
+
+fn int(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> u64 {
+    value(samples, name, labels)
+        .unwrap_or_else(|| panic!("no {name}{labels:?}"))
+        .parse()
+        .unwrap_or_else(|_| panic!("{name}{labels:?} not an integer"))
+}
+
+async fn get(url: &str) -> (StatusCode, String, String) {
+    let resp = reqwest::get(url).await.expect("HTTP answer");
+    let status = resp.status();
+    let content_type = resp
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    (status, content_type, resp.text().await.unwrap())
+}
+
+async fn scrape_reports_the_chain_and_intents(b: Backend) {
+    let db = TestDb::new(b).await;
+    let ctx = context(&db, "").await;
+    let state = MetricsState::new(&ctx);
+    let daemon = start(&ctx, state.clone());
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/metrics", listener.local_addr().unwrap());
+    let (stop_metrics, metrics_stopped) = oneshot::channel::<()>();
+    let server = tokio::spawn(metrics::serve(listener, state, async {
+        let _ = metrics_stopped.await;
+    }));
+
+    ctx.intents
+        .create(&NewIntent {
+            kind: "order".into(),
+            reference: "metrics-1".into(),
+            account: "acct-metrics".into(),
+            asset: "BTC".into(),
+            network: "bitcoin".into(),
+            usd_amount: "50".into(),
+        })
+        .await
+        .expect("intent created");
+
+    // A few mined blocks, so heights are not all zero.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = ctx.store.chain_status(Network::Bitcoin).await.unwrap();
+        if status.is_some_and(|s| s.tip_height.unwrap_or(0) >= 2 && s.cursor_height.is_some()) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the dev chain never reached height 2"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // The chain moves every second: keep a scrape with no block around it.
+    let (status, content_type, body, chain) = {
+        let mut tries = 0;
+        loop {
+            let before = ctx
+                .store
+                .chain_status(Network::Bitcoin)
+                .await
+                .unwrap()
+                .unwrap();
+            let (status, content_type, body) = get(&url).await;
+            let after = ctx
+                .store
+                .chain_status(Network::Bitcoin)
+                .await
+                .unwrap()
+                .unwrap();
+            let steady = (before.tip_height, before.cursor_height, before.final_height)
+                == (after.tip_height, after.cursor_height, after.final_height)
+                && before.watcher_state == after.watcher_state;
+            if steady {
+                break (status, content_type, body, after);
+            }
+            tries += 1;
+            assert!(tries < 20, "the chain never held still around a scrape");
+        }
+    };
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(
+        content_type.starts_with("text/plain; version=0.0.4"),
+        "{content_type}"
+    );
+    let samples = parse(&body);
+
+    for (status, n) in [
+        ("awaiting_payment", 1),
+        ("confirming", 0),
+        ("paid", 0),
+        ("expired", 0),
+        ("needs_review", 0),
+        ("resolved", 0),
+    ] {
+        assert_eq!(
+            int(&samples, "paywatch_intents", &[("status", status)]),
+            n,
+            "{body}"
+        );
+    }
+    assert_eq!(int(&samples, "paywatch_review_queue", &[]), 0);
+
+    let btc = [("network", "bitcoin")];
+    let tip = chain.tip_height.unwrap();
+    let cursor = chain.cursor_height.unwrap();
+    assert!(tip >= 2, "{chain:?}");
+    assert_eq!(
+        int(&samples, "paywatch_chain_tip_height", &btc),
+        tip,
+        "{body}"
+    );
+    assert_eq!(int(&samples, "paywatch_chain_cursor_height", &btc), cursor);
+    assert_eq!(
+        int(&samples, "paywatch_chain_lag_blocks", &btc),
+        tip - cursor
+    );
+    assert_eq!(
+        value(&samples, "paywatch_chain_final_height", &btc),
+        chain.final_height.map(|h| h.to_string())
+    );
+    let running = chain.watcher_state == "running";
+    assert_eq!(
+        int(&samples, "paywatch_watcher_up", &btc),
+        u64::from(running)
+    );
+    for state in ["starting", "running", "degraded", "halted"] {
+        assert_eq!(
+            int(
+                &samples,
+                "paywatch_watcher_state",
+                &[("network", "bitcoin"), ("state", state)]
+            ),
+            u64::from(state == chain.watcher_state),
+            "{state}: {body}"
+        );
+    }
+
+    // The daemon's own watcher counts into what this server scrapes.
+    assert_eq!(int(&samples, "paywatch_reorgs_total", &btc), 0);
+    assert_eq!(int(&samples, "paywatch_reorg_depth_max", &btc), 0);
+    assert_eq!(int(&samples, "paywatch_source_errors_total", &btc), 0);
+    let polls = int(&samples, "paywatch_source_request_seconds_count", &btc);
+    assert!(polls >= 1, "{body}");
+    assert_eq!(
+        int(
+            &samples,
+            "paywatch_source_request_seconds_bucket",
+            &[("network", "bitcoin"), ("le", "+Inf")]
+        ),
+        polls
+    );
+    assert!(value(&samples, "paywatch_source_request_seconds_sum", &btc).is_some());
+
+    // Stopping the daemon closes the database: the scrape says so, in one line.
+    daemon.stop().await;
+    let (status, _, body) = get(&url).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(
+        body.starts_with("metrics unavailable: ") && body.trim_end().lines().count() == 1,
+        "{body:?}"
+    );
+
+    let _ = stop_metrics.send(());
+    tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .expect("the metrics server stops")
+        .unwrap()
+        .expect("served");
+}
+
+on_both_databases!(scrape_reports_the_chain_and_intents);
+
+/// `paywatch run` serves metrics on `metrics.listen` and stops them with
+/// everything else. The port is found free first, then handed over: the
+/// daemon alone knows what it bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_serves_metrics_on_metrics_listen_until_shutdown() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = free.local_addr().unwrap();
+    drop(free);
+    let ctx = context(&db, &addr.to_string()).await;
+    let (stop, stopped) = oneshot::channel::<()>();
+    let daemon = Daemon {
+        stop,
+        task: tokio::spawn(app::run_until(ctx, async {
+            let _ = stopped.await;
+        })),
+    };
+    let url = format!("http://{addr}/metrics");
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let body = loop {
+        if let Ok(resp) = reqwest::get(&url).await {
+            assert_eq!(resp.status(), StatusCode::OK);
+            break resp.text().await.unwrap();
+        }
+        assert!(Instant::now() < deadline, "nothing served on {addr}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let samples = parse(&body);
+    assert_eq!(
+        int(
+            &samples,
+            "paywatch_intents",
+            &[("status", "awaiting_payment")]
+        ),
+        0
+    );
+
+    daemon.stop().await;
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "metrics still served after shutdown"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_taken_metrics_port_is_a_startup_error_naming_the_key() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let taken = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let ctx = context(&db, &addr).await;
+    let err = tokio::time::timeout(
+        Duration::from_secs(10),
+        app::run_until(ctx, std::future::pending()),
+    )
+    .await
+    .expect("refused at once")
+    .expect_err("a taken port cannot be served");
+    let shown = err.to_string();
+    assert!(
+        shown.contains("metrics.listen") && shown.contains(&addr),
+        "{shown}"
+    );
+}
