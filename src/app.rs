@@ -267,6 +267,23 @@ pub async fn run_until_with_metrics(
     };
     tasks.spawn(reconcile.instrument(tracing::info_span!("reconcile")));
 
+    if ctx.settings.webhooks.enabled() {
+        let webhooks = crate::webhooks::run(
+            ctx.store.clone(),
+            ctx.settings.clone(),
+            ctx.clock.clone(),
+            stop_rx.clone(),
+        );
+        tasks.spawn(
+            async move {
+                if let Err(e) = webhooks.await {
+                    error!(error = %e, "webhook delivery ended");
+                }
+            }
+            .instrument(tracing::info_span!("webhooks")),
+        );
+    }
+
     info!(networks = ?ctx.settings.enabled_networks(), database = ctx.store.dialect().as_str(), "paywatch running");
     shutdown.await;
     info!("shutting down");

@@ -67,7 +67,9 @@ impl Ingest {
     }
 
     /// Records transfers found by a rescan of a block already connected (to
-    /// addresses the watcher learned of late). Idempotent; skipped when the
+    /// addresses the watcher learned of late, or on an operator's request).
+    /// Idempotent: a transfer recorded before stays as it is, and only the
+    /// new ones count in the returned number. Nothing is written when the
     /// block is no longer on the chain we hold.
     pub async fn backfill(
         &self,
@@ -75,16 +77,11 @@ impl Ingest {
         block: &paywatch_core::BlockRef,
         timestamp: i64,
         transfers: &[paywatch_core::Transfer],
-    ) -> Result<bool, IngestError> {
-        let now = self.clock.now_ms();
-        let mut tx = self.store.begin().await?;
-        if transfers.is_empty()
-            || self
-                .store
-                .is_block_orphaned(&mut tx, network, &block.hash)
-                .await?
-        {
-            return Ok(false);
+    ) -> Result<u64, IngestError> {
+        // Checked before the transaction: most blocks a rescan reads hold
+        // nothing for us, and SQLite's write lock is not taken for them.
+        if transfers.is_empty() {
+            return Ok(0);
         }
         if let Some(t) = transfers.iter().find(|t| t.network != network) {
             return Err(IngestError::ForeignTransfer {
@@ -93,7 +90,20 @@ impl Ingest {
                 block: block.to_string(),
             });
         }
-        self.store
+        let now = self.clock.now_ms();
+        let mut tx = self.store.begin().await?;
+        // Under the lock block writes take first: another instance cannot
+        // disconnect the block between the check below and the insert.
+        self.store.stored_cursor_hash(&mut tx, network).await?;
+        if self
+            .store
+            .is_block_orphaned(&mut tx, network, &block.hash)
+            .await?
+        {
+            return Ok(0);
+        }
+        let added = self
+            .store
             .insert_transfers(
                 &mut tx,
                 block,
@@ -113,7 +123,7 @@ impl Ingest {
             .touch_intents(&mut tx, network, &addresses)
             .await?;
         tx.commit().await.map_err(StoreError::from)?;
-        Ok(true)
+        Ok(added)
     }
 
     /// Makes the recorded mempool of `network` the node's current one, in

@@ -17,6 +17,7 @@ pub mod settings;
 pub mod store;
 pub mod twin;
 pub mod watcher;
+pub mod webhooks;
 
 mod kind;
 

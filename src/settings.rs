@@ -284,11 +284,89 @@ pub struct MetricsSettings {
     pub listen: String,
 }
 
+/// Webhook delivery of the outbox, for storefronts that do not share the
+/// database. Off while `url` is empty.
+#[derive(Clone, Deserialize)]
+pub struct WebhookSettings {
+    /// Where each outbox row is POSTed; empty delivers nothing.
+    pub url: String,
+    /// Key of the HMAC-SHA256 in `Paywatch-Signature`.
+    pub secret: Secret,
+    /// A request without a complete answer in this time failed.
+    pub timeout_secs: u64,
+    /// The first retry waits this long; each failure doubles it.
+    pub base_backoff_ms: u64,
+    /// Retries wait at most this long.
+    pub max_backoff_secs: u64,
+    /// Rows sent at once (each to a different intent).
+    pub batch: i64,
+}
+
+impl fmt::Debug for WebhookSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WebhookSettings")
+            .field("url", &self.shown_url())
+            .field("secret", &self.secret)
+            .field("timeout_secs", &self.timeout_secs)
+            .field("base_backoff_ms", &self.base_backoff_ms)
+            .field("max_backoff_secs", &self.max_backoff_secs)
+            .field("batch", &self.batch)
+            .finish()
+    }
+}
+
+impl WebhookSettings {
+    pub fn enabled(&self) -> bool {
+        !self.url.trim().is_empty()
+    }
+
+    /// The URL fit for logs: scheme, host and port only, since a webhook
+    /// URL often carries a token in its path or query.
+    pub fn shown_url(&self) -> String {
+        match reqwest::Url::parse(self.url.trim()) {
+            Ok(u) => match (u.host_str(), u.port()) {
+                (Some(host), Some(port)) => format!("{}://{host}:{port}/…", u.scheme()),
+                (Some(host), None) => format!("{}://{host}/…", u.scheme()),
+                (None, _) => "(not a URL)".to_owned(),
+            },
+            Err(_) if self.url.trim().is_empty() => String::new(),
+            Err(_) => "(not a URL)".to_owned(),
+        }
+    }
+
+    /// A receiver must be able to tell our requests from anyone's, so a
+    /// URL without a guessing-proof secret is refused rather than sent unsigned.
+    fn validate(&self) -> Result<(), SettingsError> {
+        let invalid = |m: &str| Err(SettingsError::Invalid(format!("webhooks.{m}")));
+        if !self.enabled() {
+            return Ok(());
+        }
+        match reqwest::Url::parse(self.url.trim()) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") && u.has_host() => {}
+            _ => return invalid("url: not an http:// or https:// URL"),
+        }
+        if self.secret.0.len() < 16 {
+            return invalid("secret: at least 16 bytes are required when webhooks.url is set");
+        }
+        if self.timeout_secs == 0 {
+            return invalid("timeout_secs must be at least 1");
+        }
+        if self.base_backoff_ms == 0 || self.max_backoff_secs == 0 {
+            return invalid("base_backoff_ms and max_backoff_secs must be at least 1");
+        }
+        if self.batch < 1 {
+            return invalid("batch must be at least 1");
+        }
+        Ok(())
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 pub struct Settings {
     pub database: DatabaseSettings,
     pub api: ApiSettings,
     pub metrics: MetricsSettings,
+    pub webhooks: WebhookSettings,
     pub intents: IntentSettings,
     pub rates: RateSettings,
     pub reconcile: ReconcileSettings,
@@ -335,6 +413,7 @@ impl Settings {
         }
         crate::api::TokenTable::from_settings(&self.api)
             .map_err(|e| SettingsError::Invalid(e.to_string()))?;
+        self.webhooks.validate()?;
         self.intent_policy()?;
         self.tolerances()?;
         self.fixed_rates()?;
@@ -455,6 +534,29 @@ mod tests {
             s.contract(Method::new(Asset::Usdt, Network::Tron).unwrap())
                 .as_deref(),
             Some("TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t")
+        );
+    }
+
+    #[test]
+    fn webhooks_are_off_by_default_and_a_url_needs_a_long_secret() {
+        let mut s = Settings::load(None).unwrap();
+        assert!(!s.webhooks.enabled());
+        s.webhooks.url = "https://shop.example/paywatch".into();
+        let e = s.validate().unwrap_err().to_string();
+        assert!(e.contains("webhooks.secret"), "{e}");
+        s.webhooks.secret = Secret("0123456789abcde".into());
+        assert!(s.validate().is_err(), "15 bytes are too few");
+        s.webhooks.secret = Secret("0123456789abcdef".into());
+        s.validate().unwrap();
+        s.webhooks.url = "ftp://shop.example".into();
+        let e = s.validate().unwrap_err().to_string();
+        assert!(e.contains("webhooks.url"), "{e}");
+        s.webhooks.url = "https://hook:hunter2@shop.example:8443/hooks/tok-hunter4".into();
+        let shown = format!("{:?}", s.webhooks);
+        assert!(shown.contains("https://shop.example:8443/"), "{shown}");
+        assert!(
+            !shown.contains("hunter") && !shown.contains("0123456789abcdef"),
+            "{shown}"
         );
     }
 

@@ -14,6 +14,8 @@ use crate::ingest::{Ingest, IngestError};
 use crate::metrics::WatcherMetrics;
 use crate::store::{ApplyOutcome, Store, StoreError};
 
+mod rescan;
+
 #[derive(Debug, Clone)]
 pub struct WatcherConfig {
     pub network: Network,
@@ -49,8 +51,6 @@ pub struct WatcherDeps {
 /// late by a concurrent transaction is still picked up.
 const WATCH_REFRESH_OVERLAP_MS: i64 = 5 * 60 * 1000;
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
-/// The most blocks one rescan for late-learned addresses reads.
-const RESCAN_LIMIT: i64 = 10_000;
 
 pub async fn run<S: BlockSource>(
     cfg: WatcherConfig,
@@ -198,6 +198,9 @@ impl Watcher {
             self.cursor_stale = false;
         }
         self.refresh_watch_set(s).await?;
+        // Between two polls, so a rescan never holds the tip back by more
+        // than one batch of blocks.
+        let rescanning = self.rescan_step(s).await?;
 
         let started = Instant::now();
         let polled = s.next_batch(self.cfg.blocks_per_poll).await;
@@ -261,7 +264,7 @@ impl Watcher {
                 final_height,
                 "caught up"
             );
-            Ok(Step::Idle)
+            Ok(if rescanning { Step::Busy } else { Step::Idle })
         } else {
             info!(
                 tip,
@@ -394,54 +397,6 @@ impl Watcher {
             self.rescan_for(stream, &learned).await?;
         }
         self.refreshed_at = Some(now);
-        Ok(())
-    }
-
-    async fn rescan_for<S: BlockSource>(
-        &self,
-        stream: &CanonicalStream<S>,
-        learned: &[(String, i64)],
-    ) -> Result<(), Trouble> {
-        let network = self.cfg.network;
-        let since = learned.iter().map(|(_, at)| *at).min().unwrap_or(0) - WATCH_REFRESH_OVERLAP_MS;
-        let addresses: std::collections::HashSet<String> = learned
-            .iter()
-            .map(|(a, _)| network.normalize_address(a).into_owned())
-            .collect();
-        let blocks = self
-            .deps
-            .store
-            .blocks_connected_since(network, since, RESCAN_LIMIT)
-            .await?;
-        let mut found = 0;
-        for ours in &blocks {
-            let Some(theirs) = stream.source().block(ours.height).await.map_err(|e| {
-                self.metrics.record_source_error();
-                Trouble::Transient(e.to_string())
-            })?
-            else {
-                continue;
-            };
-            if theirs.block.hash != ours.hash {
-                continue; // a reorg is under way; the stream deals with it
-            }
-            let transfers: Vec<_> = theirs
-                .transfers
-                .into_iter()
-                .filter(|t| addresses.contains(network.normalize_address(&t.to).as_ref()))
-                .collect();
-            found += transfers.len();
-            self.deps
-                .ingest
-                .backfill(network, ours, theirs.timestamp, &transfers)
-                .await?;
-        }
-        info!(
-            addresses = addresses.len(),
-            blocks = blocks.len(),
-            found,
-            "rescanned for addresses issued elsewhere"
-        );
         Ok(())
     }
 }

@@ -249,6 +249,18 @@ async fn every_endpoint_checks_its_callers_role(b: Backend) {
             Some(debit),
             vec![STOREFRONT],
         ),
+        (
+            Method::POST,
+            "/v1/networks/bitcoin/rescan".into(),
+            Some(json!({"from_height": "0"}).to_string()),
+            vec![OPERATOR],
+        ),
+        (
+            Method::GET,
+            "/v1/networks/bitcoin/rescans".into(),
+            None,
+            vec![OPERATOR],
+        ),
     ];
     for (method, path, body, allowed) in &routes {
         for token in [STOREFRONT, OPERATOR, SUPPORT] {
@@ -303,6 +315,7 @@ async fn every_endpoint_checks_its_callers_role(b: Backend) {
             .replace(&format!("/{id}/"), "/{id}/")
             .replace(&format!("/intents/{id}"), "/intents/{id}")
             .replace("/acct-9/", "/{account}/")
+            .replace("/networks/bitcoin/", "/networks/{network}/")
             .replace(&format!("/cases/{id}"), "/cases/{id}");
         let op = &committed["paths"][&templated][method.as_str().to_lowercase()];
         assert!(

@@ -9,6 +9,7 @@ mod intent_view;
 mod operator;
 mod storefront;
 mod support;
+mod webhooks;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -77,8 +78,14 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/cases/{id}/actions", post(support::act))
         .route("/v1/review-queue", get(operator::review_queue))
         .route("/v1/watchers", get(operator::watchers))
+        .route(
+            "/v1/networks/{network}/rescan",
+            post(operator::request_rescan),
+        )
+        .route("/v1/networks/{network}/rescans", get(operator::rescans))
         .route("/v1/accounts/{account}/balance", get(storefront::balance))
         .route("/v1/accounts/{account}/debits", post(storefront::debit))
+        .merge(webhooks::routes())
         .fallback(|| async { ApiError::not_found("no such endpoint; see /v1/openapi.json") })
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)

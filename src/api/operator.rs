@@ -1,16 +1,22 @@
-//! Operators' endpoints: the review queue and watcher health.
+//! Operators' endpoints: the review queue, watcher health and rescans.
 
-use axum::extract::{Query, State};
-use axum::http::HeaderMap;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::Json;
+use paywatch_core::Network;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::auth::Role;
 use super::error::ApiError;
 use super::intent_view::IntentView;
+use super::storefront::body;
 use super::support::transfer_json;
 use super::ApiState;
+use crate::store::{RescanOutcome, RescanRefusal, RescanRequest};
 
 #[derive(Debug, Deserialize)]
 pub(crate) struct Page {
@@ -82,4 +88,106 @@ pub(crate) async fn watchers(
         });
     }
     Ok(Json(json!({"watchers": out})))
+}
+
+/// A network this paywatch follows, from the path.
+fn enabled_network(s: &ApiState, name: &str) -> Result<Network, ApiError> {
+    let network: Network = name
+        .parse()
+        .map_err(|e| ApiError::not_found(format!("network: {e}")))?;
+    if !s.ctx.settings.enabled_networks().contains(&network) {
+        return Err(ApiError::not_found(format!(
+            "network '{network}' is not enabled in this paywatch"
+        )));
+    }
+    Ok(network)
+}
+
+fn rescan_json(r: &RescanRequest) -> Value {
+    // Heights as strings, as the request takes them: no client reads one
+    // through a float.
+    let text = |h: Option<u64>| h.map(|h| h.to_string());
+    json!({
+        "id": r.id,
+        "network": r.network.as_str(),
+        "state": r.state(),
+        "from_height": r.from_height.to_string(),
+        "to_height": text(r.to_height),
+        "next_height": text(r.next_height),
+        "requested_at_ms": r.requested_at_ms,
+        "requested_by": r.requested_by,
+        "started_at_ms": r.started_at_ms,
+        "finished_at_ms": r.finished_at_ms,
+        "blocks_read": r.blocks_read,
+        "transfers_seen": r.transfers_seen,
+        "transfers_added": r.transfers_added,
+        "error": r.error,
+    })
+}
+
+/// Queues a rescan of the network from a height: its watcher reads the
+/// blocks from there to its cursor again and records what it had missed.
+/// While one is pending, asking again answers it with 200.
+pub(crate) async fn request_rescan(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+    Path(network): Path<String>,
+    raw: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let role = s
+        .tokens
+        .authorize(&headers, &[Role::Operator], "request_rescan")?;
+    let network = enabled_network(&s, &network)?;
+    let text = body(raw, &["from_height"])?.required("from_height")?;
+    let from_height = text
+        .parse::<u64>()
+        .ok()
+        .filter(|_| text.bytes().all(|b| b.is_ascii_digit()))
+        .ok_or_else(|| {
+            ApiError::invalid(format!(
+                "from_height: '{text}' is not a block height (a non-negative integer, as a string)"
+            ))
+        })?;
+    let outcome = s
+        .ctx
+        .store
+        .request_rescan(network, from_height, role.as_str(), s.ctx.clock.now_ms())
+        .await?;
+    match outcome {
+        RescanOutcome::Queued(r) => {
+            Ok((StatusCode::ACCEPTED, Json(rescan_json(&r))).into_response())
+        }
+        RescanOutcome::Pending(r) => Ok((StatusCode::OK, Json(rescan_json(&r))).into_response()),
+        RescanOutcome::Refused(why @ RescanRefusal::OutOfRange { .. }) => Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "height_out_of_range",
+            why.to_string(),
+        )),
+        RescanOutcome::Refused(why) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            why.to_string(),
+        )),
+    }
+}
+
+/// The network's rescan requests, newest first.
+pub(crate) async fn rescans(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+    Path(network): Path<String>,
+    Query(p): Query<Page>,
+) -> Result<Json<Value>, ApiError> {
+    s.tokens.authorize(&headers, &[Role::Operator], "rescans")?;
+    let network = enabled_network(&s, &network)?;
+    let limit = p.limit.unwrap_or(20).clamp(1, 200);
+    let items: Vec<Value> = s
+        .ctx
+        .store
+        .rescans(network, limit)
+        .await?
+        .iter()
+        .map(rescan_json)
+        .collect();
+    Ok(Json(json!({"rescans": items})))
 }

@@ -84,6 +84,28 @@ impl Store {
         rows.iter().map(block_ref_from_row).collect()
     }
 
+    /// Active blocks from `from` to `to` (inclusive), ascending, at most `limit`.
+    pub(crate) async fn blocks_between(
+        &self,
+        network: Network,
+        from: u64,
+        to: u64,
+        limit: i64,
+    ) -> Result<Vec<BlockRef>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT height, hash, parent FROM blocks \
+             WHERE network = $1 AND orphaned_at IS NULL AND height >= $2 AND height <= $3 \
+             ORDER BY height LIMIT $4",
+        )
+        .bind(network.as_str())
+        .bind(to_i64(from))
+        .bind(to_i64(to))
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(block_ref_from_row).collect()
+    }
+
     /// The last `depth` connected blocks, ascending: the canonical stream's cursor.
     pub async fn load_cursor(
         &self,
@@ -178,7 +200,9 @@ impl Store {
 
     /// Inserts a connected block's transfers. The key (network, txid, index,
     /// block hash) makes a replay a no-op, and a block that comes back after a
-    /// reorg revives its rows instead of duplicating them.
+    /// reorg revives its rows instead of duplicating them. Returns the rows
+    /// written: a live row seen again is left alone, so a rescan of a block
+    /// still on the chain counts only what it newly recorded.
     pub(crate) async fn insert_transfers(
         &self,
         tx: &mut Tx,
@@ -186,7 +210,7 @@ impl Store {
         timestamp_ms: i64,
         transfers: &[Transfer],
         now_ms: i64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<u64, StoreError> {
         #[derive(Serialize)]
         struct Row<'a> {
             network: &'a str,
@@ -199,7 +223,7 @@ impl Store {
             tx_status: &'a str,
         }
         if transfers.is_empty() {
-            return Ok(());
+            return Ok(0);
         }
         let rows: Vec<Row<'_>> = transfers
             .iter()
@@ -219,7 +243,8 @@ impl Store {
              to_address, from_address, amount, tx_status, first_seen_at) \
              SELECT network, asset, txid, idx, $2, $3, $4, to_address, from_address, amount, tx_status, $5 \
              FROM {} WHERE true \
-             ON CONFLICT (network, txid, idx, block_hash) DO UPDATE SET orphaned_at = NULL",
+             ON CONFLICT (network, txid, idx, block_hash) DO UPDATE SET orphaned_at = NULL \
+             WHERE transfers.orphaned_at IS NOT NULL",
             self.dialect().rowset(
                 "$1",
                 &[
@@ -235,7 +260,7 @@ impl Store {
             )
         );
         let body = json(&rows)?;
-        sqlx::query(&sql)
+        let written = sqlx::query(&sql)
             .bind(body)
             .bind(block.hash.as_str())
             .bind(to_i64(block.height))
@@ -243,7 +268,7 @@ impl Store {
             .bind(now_ms)
             .execute(&mut **tx)
             .await?;
-        Ok(())
+        Ok(written.rows_affected())
     }
 
     /// Orphans a disconnected block and its transfers; returns the addresses

@@ -46,6 +46,16 @@ const POSTGRES: Embedded = &[
         "support cases",
         include_str!("../../migrations/postgres/0007_support_cases.sql"),
     ),
+    (
+        8,
+        "webhooks",
+        include_str!("../../migrations/postgres/0008_webhooks.sql"),
+    ),
+    (
+        9,
+        "rescan requests",
+        include_str!("../../migrations/postgres/0009_rescans.sql"),
+    ),
 ];
 const SQLITE: Embedded = &[
     (
@@ -82,6 +92,16 @@ const SQLITE: Embedded = &[
         7,
         "support cases",
         include_str!("../../migrations/sqlite/0007_support_cases.sql"),
+    ),
+    (
+        8,
+        "webhooks",
+        include_str!("../../migrations/sqlite/0008_webhooks.sql"),
+    ),
+    (
+        9,
+        "rescan requests",
+        include_str!("../../migrations/sqlite/0009_rescans.sql"),
     ),
 ];
 

@@ -13,8 +13,10 @@ mod intents;
 mod metrics_read;
 mod migrations;
 mod reconcile;
+mod rescan;
 mod transfers;
 mod unconfirmed;
+mod webhooks;
 
 use std::time::Duration;
 
@@ -30,8 +32,12 @@ pub use dialect::{redact_url, Dialect};
 pub use error::StoreError;
 pub use intents::{IntentEvent, IntentRecord, NewIntentRow};
 pub(crate) use reconcile::ReconcileWrite;
+pub(crate) use rescan::RescanProgress;
+pub use rescan::{RescanOutcome, RescanRefusal, RescanRequest};
 pub use transfers::TransferRecord;
 pub use unconfirmed::{MEMPOOL_BLOCK, MEMPOOL_HEIGHT};
+pub(crate) use webhooks::ClaimedDelivery;
+pub use webhooks::{DeliveryState, WebhookDelivery};
 
 pub(crate) type Tx = Transaction<'static, sqlx::Any>;
 

@@ -1,3 +1,4 @@
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
@@ -30,6 +31,8 @@ struct State {
     namespace: u64,
     /// The parent of the first block.
     genesis_parent: String,
+    /// Transactions the node leaves out of the blocks it serves.
+    withheld: HashSet<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -72,6 +75,7 @@ impl ScriptedChain {
                 block_interval: 60,
                 namespace,
                 genesis_parent,
+                withheld: HashSet::new(),
             })),
         };
         chain.mine();
@@ -116,6 +120,19 @@ impl ScriptedChain {
     /// The next `n` source calls fail as a node outage would.
     pub fn fail_next(&self, n: u32) {
         self.lock().failures_left = n;
+    }
+
+    /// The node leaves transaction `txid` out of every block it serves,
+    /// under the same block hash, as a provider answering with incomplete
+    /// logs or an indexer that has not caught up does, until
+    /// [`ScriptedChain::serve_everything`].
+    pub fn withhold(&self, txid: &str) {
+        self.lock().withheld.insert(txid.to_owned());
+    }
+
+    /// The node serves whole blocks again.
+    pub fn serve_everything(&self) {
+        self.lock().withheld.clear();
     }
 
     /// Queues a transfer for the next block; returns its txid.
@@ -280,6 +297,7 @@ impl BlockSource for ScriptedSource {
             .transfers
             .iter()
             .filter(|t| self.watch.as_ref().is_none_or(|w| w.contains(&t.to)))
+            .filter(|t| !s.withheld.contains(&t.txid))
             .cloned()
             .collect();
         Ok(Some(SourceBlock {
