@@ -9,13 +9,14 @@ use std::collections::HashSet;
 
 use bitcoin::hashes::{sha256, Hash};
 use bitcoin::{Address, ScriptBuf, WPubkeyHash};
+use common::api::ApiClient;
 use common::{Backend, TestDb};
-use paywatch::api::{self, ApiState, TokenTable};
+use paywatch::api::{self, TokenTable};
 use paywatch::app::Context;
 use paywatch::intents::parse_pool;
 use paywatch::settings::Settings;
 use paywatch_core::Network;
-use reqwest::{Client, Method, StatusCode};
+use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
 const STOREFRONT: &str = "shop-token-3f9a";
@@ -23,8 +24,7 @@ const OPERATOR: &str = "ops-token-81c2";
 const SUPPORT: &str = "help-token-77d0";
 
 struct Api {
-    base: String,
-    http: Client,
+    client: ApiClient,
     ctx: Context,
     _db: TestDb,
 }
@@ -68,13 +68,8 @@ impl Api {
             .import_addresses(Network::Bitcoin, &parsed, ctx.clock.now_ms())
             .await
             .expect("imported");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let state = ApiState::new(ctx.clone()).expect("tokens");
-        tokio::spawn(api::serve(listener, state, std::future::pending::<()>()));
         Api {
-            base,
-            http: Client::new(),
+            client: ApiClient::serve(ctx.clone()).await,
             ctx,
             _db: db,
         }
@@ -88,37 +83,7 @@ impl Api {
         key: Option<&str>,
         body: Option<String>,
     ) -> (StatusCode, Value) {
-        let mut req = self.http.request(method, format!("{}{path}", self.base));
-        if let Some(t) = token {
-            req = req.bearer_auth(t);
-        }
-        if let Some(k) = key {
-            req = req.header("Idempotency-Key", k);
-        }
-        if let Some(b) = body {
-            req = req.header("content-type", "application/json").body(b);
-        }
-        let resp = req.send().await.expect("HTTP answer");
-        let status = resp.status();
-        let content_type = resp
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_owned();
-        let bytes = resp.bytes().await.unwrap();
-        if status.is_success() && content_type.starts_with("image/") {
-            // An image: its type and size, and its first bytes for signatures.
-            let head = String::from_utf8_lossy(&bytes[..bytes.len().min(8)]).into_owned();
-            return (
-                status,
-                json!({"image": content_type, "bytes": bytes.len(), "head": head}),
-            );
-        }
-        let text = String::from_utf8_lossy(&bytes);
-        let v = serde_json::from_str(&text)
-            .unwrap_or_else(|e| panic!("{path} answered {status} with non-JSON {text:?}: {e}"));
-        (status, v)
+        self.client.call(method, path, token, key, body).await
     }
 
     async fn create(&self, key: Option<&str>, body: Value) -> (StatusCode, Value) {

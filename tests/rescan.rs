@@ -15,8 +15,9 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::api::ApiClient;
 use common::{Backend, Harness, TestDb};
-use paywatch::api::{self, ApiState, TokenTable};
+use paywatch::api::TokenTable;
 use paywatch::app::Context;
 use paywatch::clock::Clock;
 use paywatch::ingest::Ingest;
@@ -26,7 +27,7 @@ use paywatch::store::{RescanOutcome, RescanRefusal, RescanRequest};
 use paywatch::watcher::{self, WatcherConfig, WatcherDeps, WatcherError};
 use paywatch_core::{Asset, CanonicalStream, Network};
 use paywatch_testkit::ScriptedChain;
-use reqwest::{Client, Method, StatusCode};
+use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
@@ -327,8 +328,7 @@ const OPERATOR: &str = "ops-token-0a9d";
 const SUPPORT: &str = "help-token-c44f";
 
 struct Api {
-    base: String,
-    http: Client,
+    client: ApiClient,
     _db: TestDb,
 }
 
@@ -371,13 +371,8 @@ impl Api {
             .await
             .unwrap();
 
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let state = ApiState::new(ctx.clone()).expect("tokens");
-        tokio::spawn(api::serve(listener, state, std::future::pending::<()>()));
         Api {
-            base,
-            http: Client::new(),
+            client: ApiClient::serve(ctx.clone()).await,
             _db: db,
         }
     }
@@ -389,19 +384,7 @@ impl Api {
         token: Option<&str>,
         body: Option<String>,
     ) -> (StatusCode, Value) {
-        let mut req = self.http.request(method, format!("{}{path}", self.base));
-        if let Some(t) = token {
-            req = req.bearer_auth(t);
-        }
-        if let Some(b) = body {
-            req = req.header("content-type", "application/json").body(b);
-        }
-        let resp = req.send().await.expect("HTTP answer");
-        let status = resp.status();
-        let text = resp.text().await.unwrap();
-        let v = serde_json::from_str(&text)
-            .unwrap_or_else(|e| panic!("{path} answered {status} with non-JSON {text:?}: {e}"));
-        (status, v)
+        self.client.call(method, path, token, None, body).await
     }
 
     async fn rescan(&self, token: Option<&str>, body: Value) -> (StatusCode, Value) {

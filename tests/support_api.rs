@@ -9,14 +9,15 @@ mod common;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use common::api::ApiClient;
 use common::{Backend, Harness};
-use paywatch::api::{self, ApiState, TokenTable};
+use paywatch::api::TokenTable;
 use paywatch::app::Context;
 use paywatch::clock::Clock;
 use paywatch::reconcile::{Exception, Status};
 use paywatch::settings::Settings;
 use paywatch_core::{Amount, Asset, Network};
-use reqwest::{Client, Method, StatusCode};
+use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
 const STOREFRONT: &str = "shop-token-3f9a";
@@ -25,8 +26,7 @@ const SUPPORT: &str = "help-token-77d0";
 
 struct World {
     h: Harness,
-    base: String,
-    http: Client,
+    client: ApiClient,
 }
 
 impl World {
@@ -59,16 +59,9 @@ impl World {
             intents: h.intents.clone(),
             reconciler: h.reconciler.clone(),
         };
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let state = ApiState::new(ctx).expect("tokens");
-        tokio::spawn(api::serve(listener, state, std::future::pending::<()>()));
+        let client = ApiClient::serve(ctx).await;
         let _ = &mut h;
-        World {
-            h,
-            base,
-            http: Client::new(),
-        }
+        World { h, client }
     }
 
     async fn call(
@@ -79,23 +72,8 @@ impl World {
         key: Option<&str>,
         body: Option<Value>,
     ) -> (StatusCode, Value) {
-        let mut req = self
-            .http
-            .request(method, format!("{}{path}", self.base))
-            .bearer_auth(token);
-        if let Some(k) = key {
-            req = req.header("Idempotency-Key", k);
-        }
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        let resp = req.send().await.expect("HTTP answer");
-        let status = resp.status();
-        let text = resp.text().await.unwrap();
-        (
-            status,
-            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {text}: {e}")),
-        )
+        let body = body.map(|b| b.to_string());
+        self.client.call(method, path, Some(token), key, body).await
     }
 
     async fn act(&self, id: i64, key: &str, body: Value) -> (StatusCode, Value) {

@@ -38,6 +38,7 @@ macro_rules! on_both_databases {
     };
 }
 
+pub mod api;
 pub mod daemon;
 pub mod eth;
 pub mod ltc;

@@ -1,0 +1,67 @@
+//! The HTTP API served on a port of its own over a test's Context, and a
+//! client that reads every answer as JSON (images as their type and size).
+
+use paywatch::api::{self, ApiState};
+use paywatch::app::Context;
+use reqwest::{Client, Method, StatusCode};
+use serde_json::{json, Value};
+
+pub struct ApiClient {
+    pub base: String,
+    http: Client,
+}
+
+impl ApiClient {
+    /// Serves `ctx`'s API on 127.0.0.1 until the test ends.
+    pub async fn serve(ctx: Context) -> ApiClient {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let state = ApiState::new(ctx).expect("tokens");
+        tokio::spawn(api::serve(listener, state, std::future::pending::<()>()));
+        ApiClient {
+            base,
+            http: Client::new(),
+        }
+    }
+
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        key: Option<&str>,
+        body: Option<String>,
+    ) -> (StatusCode, Value) {
+        let mut req = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(k) = key {
+            req = req.header("Idempotency-Key", k);
+        }
+        if let Some(b) = body {
+            req = req.header("content-type", "application/json").body(b);
+        }
+        let resp = req.send().await.expect("HTTP answer");
+        let status = resp.status();
+        let content_type = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned();
+        let bytes = resp.bytes().await.unwrap();
+        if status.is_success() && content_type.starts_with("image/") {
+            // An image: its type and size, and its first bytes for signatures.
+            let head = String::from_utf8_lossy(&bytes[..bytes.len().min(8)]).into_owned();
+            return (
+                status,
+                json!({"image": content_type, "bytes": bytes.len(), "head": head}),
+            );
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        let v = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("{path} answered {status} with non-JSON {text:?}: {e}"));
+        (status, v)
+    }
+}
