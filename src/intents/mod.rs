@@ -164,17 +164,18 @@ impl IntentService {
             return Ok((self.create_keyed(req, None).await?, true));
         };
         let key = checked_key(key)?;
-        if let Some(found) = self.store.intent_by_create_key(key).await? {
-            return Ok((same_request(found, req, key)?, false));
-        }
+        // Creating first and looking the key up only when that fails keeps
+        // the common case (a new key) one lookup shorter. A retry under a
+        // used key fails on the unique key and rolls back, address included;
+        // any other failure of a retry (its reference paid since, the rate
+        // source down, the pool empty) still answers with the intent already
+        // made, as a retry must.
         match self.create_keyed(req, Some(key)).await {
-            Err(IntentError::Store(e)) if e.is_unique_violation() => {
-                match self.store.intent_by_create_key(key).await? {
-                    Some(found) => Ok((same_request(found, req, key)?, false)),
-                    None => Err(IntentError::Store(e)),
-                }
-            }
-            other => Ok((other?, true)),
+            Ok(intent) => Ok((intent, true)),
+            Err(e) => match self.store.intent_by_create_key(key).await? {
+                Some(found) => Ok((same_request(found, req, key)?, false)),
+                None => Err(e),
+            },
         }
     }
 
@@ -270,9 +271,9 @@ impl IntentService {
             expires_at_ms: now + self.policy.expiry_secs * 1000,
             create_key,
         };
-        let id = self.store.insert_intent(&mut tx, &row).await?;
+        let intent = self.store.insert_intent(&mut tx, &row).await?;
         self.store
-            .link_address_to_intent(&mut tx, address_id, id)
+            .link_address_to_intent(&mut tx, address_id, intent.id)
             .await?;
         tx.commit().await.map_err(StoreError::from)?;
 
@@ -281,11 +282,7 @@ impl IntentService {
         if let Some(w) = self.watch.get(&network) {
             w.insert(&address);
         }
-        self.store.intent(id).await?.ok_or_else(|| {
-            IntentError::Store(StoreError::Corrupt(format!(
-                "intent {id} vanished after commit"
-            )))
-        })
+        Ok(intent)
     }
 }
 

@@ -122,15 +122,16 @@ impl Store {
         &self,
         tx: &mut Tx,
         new: &NewIntentRow<'_>,
-    ) -> Result<i64, StoreError> {
-        let sql = self.sql(
+    ) -> Result<IntentRecord, StoreError> {
+        // RETURNING the whole row spares a read after commit.
+        let sql = self.sql(&format!(
             "INSERT INTO intents (kind, reference, account, asset, network, address, decimals, amount_due, \
              usd_cents, rate_usd, rate_source, rate_at, created_at, expires_at, status, updated_at, twin_address, \
              create_key) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, NUM($8), $9, $10, $11, $12, $13, $14, 'awaiting_payment', $13, $15, \
              $16) \
-             RETURNING id",
-        );
+             RETURNING {INTENT_COLUMNS}"
+        ));
         let row = sqlx::query(&sql)
             .bind(new.kind.as_str())
             .bind(new.reference)
@@ -150,7 +151,8 @@ impl Store {
             .bind(new.create_key)
             .fetch_one(&mut **tx)
             .await?;
-        let id: i64 = row.try_get("id")?;
+        let intent = intent_from_row(&row)?;
+        let id = intent.id;
         // Reconcile gives every new intent its first verdict and reason.
         sqlx::query("INSERT INTO reconcile_queue (network, address) VALUES ($1, $2)")
             .bind(new.method.network().as_str())
@@ -167,7 +169,7 @@ impl Store {
             None,
         )
         .await?;
-        Ok(id)
+        Ok(intent)
     }
 
     #[allow(clippy::too_many_arguments)]

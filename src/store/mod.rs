@@ -54,7 +54,14 @@ impl Store {
     pub async fn connect(url: &str) -> Result<Store, StoreError> {
         sqlx::any::install_default_drivers();
         let dialect = Dialect::from_url(url)?;
-        let options = AnyPoolOptions::new().acquire_timeout(Duration::from_secs(30));
+        // No ping before each acquire: sqlx already pings every connection
+        // when it is released and drops a broken one, so a second ping on
+        // acquire only added a round trip to every one-query read. A
+        // connection that breaks while idle fails its next query, which the
+        // caller retries like any other database outage.
+        let options = AnyPoolOptions::new()
+            .acquire_timeout(Duration::from_secs(30))
+            .test_before_acquire(false);
         let pool = match dialect {
             Dialect::Postgres => options.max_connections(10).connect(url).await?,
             Dialect::Sqlite => {
