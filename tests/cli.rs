@@ -676,3 +676,149 @@ fn the_production_example_config_is_valid() {
         "migrations applied (sqlite)"
     );
 }
+
+/// A loopback port nobody listens on now (bound, then released).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn run_serves_the_api_and_metrics_when_configured() {
+    let dir = tempfile::tempdir().unwrap();
+    let (api_port, metrics_port) = (free_port(), free_port());
+    let token = "storefront-token-for-the-run-test";
+    let hash = paywatch::api::TokenTable::hash_token(token);
+    let config = write(
+        &dir.path().join("paywatch.toml"),
+        &format!(
+            r#"
+[database]
+url = "{}"
+
+[rates.fixed]
+BTC = "50000"
+
+[reconcile]
+interval_ms = 200
+
+[networks.bitcoin]
+enabled = true
+source = "devchain"
+confirmations = 2
+poll_interval_ms = 200
+
+[devchain]
+block_secs = 1
+autopay = true
+
+[api]
+listen = "127.0.0.1:{api_port}"
+
+[api.tokens]
+storefront = ["{}"]
+
+[metrics]
+listen = "127.0.0.1:{metrics_port}"
+"#,
+            sqlite_url(&dir.path().join("paywatch.db")),
+            hash.trim()
+        ),
+    );
+    let c = config.as_path();
+    let pool = write(&dir.path().join("btc.txt"), &BTC_POOL.join("\n"));
+    run(
+        c,
+        &[
+            "addresses",
+            "import",
+            "--network",
+            "bitcoin",
+            "--file",
+            pool.to_str().unwrap(),
+        ],
+    )
+    .ok();
+    let daemon = Daemon::start(c, dir.path().join("run.log"));
+    let api = format!("http://127.0.0.1:{api_port}");
+    let http = reqwest::Client::new();
+    let rt = runtime();
+    rt.block_on(async {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            match http.get(format!("{api}/readyz")).send().await {
+                Ok(r) if r.status().is_success() => break,
+                _ if Instant::now() > deadline => {
+                    panic!("/readyz never answered 200\nlog:\n{}", daemon.log())
+                }
+                _ => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+        // The storefront's token creates; without it nothing is made.
+        let refused = http
+            .post(format!("{api}/v1/intents"))
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), 401);
+        let body = r#"{"kind":"order","reference":"run-api-1","account":"acct-1",
+                       "asset":"BTC","network":"bitcoin","usd_amount":"50"}"#;
+        let created = http
+            .post(format!("{api}/v1/intents"))
+            .bearer_auth(token)
+            .header("Idempotency-Key", "run-api-1")
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(created.status(), 201, "{:?}", created.text().await);
+        let intent: serde_json::Value = created.json().await.unwrap();
+        assert_eq!(intent["address"], BTC_POOL[0]);
+        let id = intent["id"].as_i64().unwrap();
+
+        // The dev customer pays it; the API shows it paid once final.
+        let deadline = Instant::now() + Duration::from_secs(40);
+        loop {
+            let got: serde_json::Value = http
+                .get(format!("{api}/v1/intents/{id}"))
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if got["status"] == "paid" {
+                assert_eq!(got["amount_due"], "100000", "{got}");
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "intent {id} not paid over the API: {got}\nlog:\n{}",
+                daemon.log()
+            );
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        let metrics = http
+            .get(format!("http://127.0.0.1:{metrics_port}/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(
+            metrics.lines().any(|l| l.starts_with("paywatch_intents{")
+                && l.contains("status=\"paid\"")
+                && l.ends_with(" 1")),
+            "{metrics}"
+        );
+    });
+    let status = daemon.terminate(Duration::from_secs(10));
+    assert!(status.success(), "paywatch run exited with {status}");
+}
