@@ -94,6 +94,17 @@ impl TokenTable {
             warn!(route, "refused: no bearer token");
             return Err(ApiError::unauthorized());
         };
+        self.authorize_token(token, allowed, route)
+    }
+
+    /// The role of `token`, if it is one of `allowed`: the same check for a
+    /// bearer header and the console's cookie, so neither can drift.
+    pub(crate) fn authorize_token(
+        &self,
+        token: &str,
+        allowed: &[Role],
+        route: &str,
+    ) -> Result<Role, ApiError> {
         let presented: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         let mut role = None;
         for (hash, r) in &self.hashes {
@@ -104,7 +115,7 @@ impl TokenTable {
         let Some(role) = role else {
             // The token is never logged; its hash's first bytes would help
             // an attacker nothing and an operator little, so neither is.
-            warn!(route, "refused: unknown bearer token");
+            warn!(route, "refused: unknown token");
             return Err(ApiError::unauthorized());
         };
         if !allowed.contains(&role) {

@@ -26,6 +26,14 @@ pub use auth::{Role, TokenConfigError, TokenTable};
 pub use error::ApiError;
 pub use intent_view::IntentView;
 
+// What the operator console (crate::console) shares with the API, so a page
+// and an endpoint read, check and act through the same code.
+pub(crate) use operator::{queue_items, watcher_health, QueueItem};
+pub(crate) use storefront::parse_id;
+pub(crate) use support::{
+    find_cases, load_case, perform_action, Acted, ActionRequest, CaseFile, Search,
+};
+
 use crate::app::Context;
 
 /// The OpenAPI 3.1 document of /v1, as committed.
@@ -86,6 +94,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/accounts/{account}/balance", get(storefront::balance))
         .route("/v1/accounts/{account}/debits", post(storefront::debit))
         .merge(webhooks::routes())
+        .merge(crate::console::routes())
         .fallback(|| async { ApiError::not_found("no such endpoint; see /v1/openapi.json") })
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)

@@ -16,11 +16,52 @@ use super::intent_view::IntentView;
 use super::storefront::body;
 use super::support::transfer_json;
 use super::ApiState;
-use crate::store::{RescanOutcome, RescanRefusal, RescanRequest};
+use crate::store::{
+    CaseTransfer, ChainStatus, IntentRecord, RescanOutcome, RescanRefusal, RescanRequest,
+};
 
 #[derive(Debug, Deserialize)]
 pub(crate) struct Page {
     limit: Option<i64>,
+}
+
+/// One case waiting for a person, as the queue shows it.
+#[derive(Debug)]
+pub(crate) struct QueueItem {
+    pub(crate) intent: IntentRecord,
+    pub(crate) age_ms: i64,
+    /// Every transfer to its address, each with the other open intents it
+    /// could belong to.
+    pub(crate) transfers: Vec<(CaseTransfer, Vec<i64>)>,
+}
+
+/// Every intent in `needs_review`, oldest first, with its age, every
+/// transfer to its address and, for each transfer that does not count
+/// toward it, the open intents it could belong to: read once for the API
+/// and the console.
+pub(crate) async fn queue_items(s: &ApiState, limit: i64) -> Result<Vec<QueueItem>, ApiError> {
+    let now = s.ctx.clock.now_ms();
+    let store = &s.ctx.store;
+    let mut items = Vec::new();
+    for intent in store.review_queue(limit).await? {
+        let mut transfers = Vec::new();
+        for t in store.case_transfers(intent.id).await? {
+            let candidates: Vec<i64> = store
+                .candidate_intents(t.transfer_id, 10)
+                .await?
+                .iter()
+                .map(|c| c.id)
+                .filter(|c| *c != intent.id)
+                .collect();
+            transfers.push((t, candidates));
+        }
+        items.push(QueueItem {
+            age_ms: now - intent.created_at_ms,
+            intent,
+            transfers,
+        });
+    }
+    Ok(items)
 }
 
 /// Every intent in `needs_review`, oldest first, with its reason, its age,
@@ -34,32 +75,56 @@ pub(crate) async fn review_queue(
     s.tokens
         .authorize(&headers, &[Role::Operator, Role::Support], "review_queue")?;
     let limit = p.limit.unwrap_or(100).clamp(1, 1000);
-    let now = s.ctx.clock.now_ms();
-    let store = &s.ctx.store;
-    let mut items = Vec::new();
-    for intent in store.review_queue(limit).await? {
-        let mut transfers = Vec::new();
-        for t in store.case_transfers(intent.id).await? {
-            let mut v = transfer_json(&t);
-            let candidates: Vec<i64> = store
-                .candidate_intents(t.transfer_id, 10)
-                .await?
+    let items: Vec<Value> = queue_items(&s, limit)
+        .await?
+        .iter()
+        .map(|item| {
+            let transfers: Vec<Value> = item
+                .transfers
                 .iter()
-                .map(|c| c.id)
-                .filter(|c| *c != intent.id)
+                .map(|(t, candidates)| {
+                    let mut v = transfer_json(t);
+                    v["candidate_intents"] = json!(candidates);
+                    v
+                })
                 .collect();
-            v["candidate_intents"] = json!(candidates);
-            transfers.push(v);
-        }
-        items.push(json!({
-            "intent": IntentView::new(&intent, &s.ctx.settings),
-            "reason": intent.reason,
-            "exception": intent.exception.map(|e| e.as_str()),
-            "age_ms": now - intent.created_at_ms,
-            "transfers": transfers,
-        }));
-    }
+            json!({
+                "intent": IntentView::new(&item.intent, &s.ctx.settings),
+                "reason": item.intent.reason,
+                "exception": item.intent.exception.map(|e| e.as_str()),
+                "age_ms": item.age_ms,
+                "transfers": transfers,
+            })
+        })
+        .collect();
     Ok(Json(json!({"items": items})))
+}
+
+/// One enabled network's watcher, as its last progress recorded it.
+#[derive(Debug)]
+pub(crate) struct WatcherHealth {
+    pub(crate) network: Network,
+    /// `None` until the watcher first records progress.
+    pub(crate) status: Option<ChainStatus>,
+}
+
+impl WatcherHealth {
+    /// Blocks between the node's tip and what paywatch has read.
+    pub(crate) fn lag_blocks(&self) -> Option<u64> {
+        let c = self.status.as_ref()?;
+        c.tip_height
+            .zip(c.cursor_height)
+            .map(|(t, c)| t.saturating_sub(c))
+    }
+}
+
+pub(crate) async fn watcher_health(s: &ApiState) -> Result<Vec<WatcherHealth>, ApiError> {
+    let mut out = Vec::new();
+    for network in s.ctx.settings.enabled_networks() {
+        let status = s.ctx.store.chain_status(network).await?;
+        out.push(WatcherHealth { network, status });
+    }
+    Ok(out)
 }
 
 /// Each enabled network's watcher: state, tip, cursor, final height, lag
@@ -70,23 +135,23 @@ pub(crate) async fn watchers(
 ) -> Result<Json<Value>, ApiError> {
     s.tokens
         .authorize(&headers, &[Role::Operator, Role::Support], "watchers")?;
-    let mut out = Vec::new();
-    for network in s.ctx.settings.enabled_networks() {
-        let st = s.ctx.store.chain_status(network).await?;
-        out.push(match st {
+    let out: Vec<Value> = watcher_health(&s)
+        .await?
+        .iter()
+        .map(|w| match &w.status {
             Some(c) => json!({
-                "network": network.as_str(),
+                "network": w.network.as_str(),
                 "state": c.watcher_state,
                 "tip_height": c.tip_height,
                 "cursor_height": c.cursor_height,
                 "final_height": c.final_height,
-                "lag_blocks": c.tip_height.zip(c.cursor_height).map(|(t, c)| t.saturating_sub(c)),
+                "lag_blocks": w.lag_blocks(),
                 "last_error": c.last_error,
                 "updated_at_ms": c.updated_at_ms,
             }),
-            None => json!({"network": network.as_str(), "state": "starting"}),
-        });
-    }
+            None => json!({"network": w.network.as_str(), "state": "starting"}),
+        })
+        .collect();
     Ok(Json(json!({"watchers": out})))
 }
 

@@ -89,15 +89,15 @@ fn kind_of(v: &Value) -> &'static str {
     }
 }
 
-/// The `Idempotency-Key` header, if sent: 1 to 200 visible ASCII
-/// characters, checked once here for every endpoint that takes one.
+/// The `Idempotency-Key` header, if sent, checked once here for every
+/// endpoint that takes one.
 pub(crate) fn header_key(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
     let Some(v) = headers.get(IDEMPOTENCY_KEY) else {
         return Ok(None);
     };
     v.to_str()
         .ok()
-        .filter(|k| !k.is_empty() && k.len() <= 200 && k.bytes().all(|b| b.is_ascii_graphic()))
+        .filter(|k| crate::intents::valid_idempotency_key(k))
         .map(Some)
         .ok_or_else(|| {
             ApiError::invalid("Idempotency-Key: must be 1 to 200 visible ASCII characters")

@@ -14,14 +14,17 @@ use super::error::ApiError;
 use super::intent_view::IntentView;
 use super::storefront::{body, header_key, parse_id};
 use super::ApiState;
-use crate::store::{ActionOutcome, CaseAction, CaseTransfer, SupportAction};
+use crate::store::{
+    ActionOutcome, AuditEntry, CaseAction, CaseTransfer, IntentEvent, IntentRecord, RefundRecord,
+    SupportAction,
+};
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 pub(crate) struct Search {
-    reference: Option<String>,
-    account: Option<String>,
-    address: Option<String>,
-    txid: Option<String>,
+    pub(crate) reference: Option<String>,
+    pub(crate) account: Option<String>,
+    pub(crate) address: Option<String>,
+    pub(crate) txid: Option<String>,
 }
 
 fn given(v: &Option<String>) -> Option<&str> {
@@ -35,6 +38,17 @@ pub(crate) async fn find(
 ) -> Result<Json<Value>, ApiError> {
     s.tokens
         .authorize(&headers, &[Role::Support, Role::Operator], "find_cases")?;
+    let views: Vec<IntentView> = find_cases(&s, &q)
+        .await?
+        .iter()
+        .map(|i| IntentView::new(i, &s.ctx.settings))
+        .collect();
+    Ok(Json(json!({"intents": views})))
+}
+
+/// The intents a search matches, newest first; the API and the console
+/// search the same way.
+pub(crate) async fn find_cases(s: &ApiState, q: &Search) -> Result<Vec<IntentRecord>, ApiError> {
     let (reference, account, address, txid) = (
         given(&q.reference),
         given(&q.account),
@@ -46,16 +60,10 @@ pub(crate) async fn find(
             "give at least one of reference, account, address, txid",
         ));
     }
-    let found = s
-        .ctx
+    Ok(s.ctx
         .store
         .find_intents(reference, account, address, txid, 200)
-        .await?;
-    let views: Vec<IntentView> = found
-        .iter()
-        .map(|i| IntentView::new(i, &s.ctx.settings))
-        .collect();
-    Ok(Json(json!({"intents": views})))
+        .await?)
 }
 
 pub(crate) fn transfer_json(t: &CaseTransfer) -> Value {
@@ -80,43 +88,59 @@ pub(crate) async fn case(
     Ok(Json(case_json(&s, parse_id(&id)?).await?))
 }
 
-/// Everything support needs about one intent, in one answer.
-pub(crate) async fn case_json(s: &ApiState, id: i64) -> Result<Value, ApiError> {
+/// Everything support needs about one intent, read once for the API's
+/// answer and the console's page alike.
+#[derive(Debug)]
+pub(crate) struct CaseFile {
+    pub(crate) intent: IntentRecord,
+    pub(crate) history: Vec<IntentEvent>,
+    pub(crate) transfers: Vec<CaseTransfer>,
+    pub(crate) audit: Vec<AuditEntry>,
+    pub(crate) refund: Option<RefundRecord>,
+}
+
+pub(crate) async fn load_case(s: &ApiState, id: i64) -> Result<CaseFile, ApiError> {
     let store = &s.ctx.store;
     let intent = store
         .intent(id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("no intent {id}")))?;
-    let events: Vec<Value> = store
-        .intent_events(id)
-        .await?
+    Ok(CaseFile {
+        intent,
+        history: store.intent_events(id).await?,
+        transfers: store.case_transfers(id).await?,
+        audit: store.audit_entries(id).await?,
+        refund: store.refund(id).await?,
+    })
+}
+
+/// Everything support needs about one intent, in one answer.
+pub(crate) async fn case_json(s: &ApiState, id: i64) -> Result<Value, ApiError> {
+    let c = load_case(s, id).await?;
+    let events: Vec<Value> = c
+        .history
         .iter()
         .map(|e| {
             json!({"at_ms": e.at_ms, "kind": e.kind, "status": e.status,
                          "exception": e.exception, "detail": e.detail})
         })
         .collect();
-    let transfers: Vec<Value> = store
-        .case_transfers(id)
-        .await?
-        .iter()
-        .map(transfer_json)
-        .collect();
-    let audit: Vec<Value> = store
-        .audit_entries(id)
-        .await?
+    let transfers: Vec<Value> = c.transfers.iter().map(transfer_json).collect();
+    let audit: Vec<Value> = c
+        .audit
         .iter()
         .map(|a| {
             json!({"id": a.id, "at_ms": a.at_ms, "role": a.role, "actor": a.actor,
                          "action": a.action, "note": a.note, "detail": a.detail})
         })
         .collect();
-    let refund = store.refund(id).await?.map(|r| {
+    let refund = c.refund.as_ref().map(|r| {
         json!({"destination": r.destination, "required_at_ms": r.required_at_ms,
                "txid": r.txid, "sent_at_ms": r.sent_at_ms})
     });
+    let intent = &c.intent;
     Ok(json!({
-        "intent": IntentView::new(&intent, &s.ctx.settings),
+        "intent": IntentView::new(intent, &s.ctx.settings),
         "declared_paid_at_ms": intent.declared_paid_at_ms,
         "rate_lock": {"usd_per_coin": intent.rate_usd, "source": intent.rate_source,
                       "at_ms": intent.rate_at_ms},
@@ -125,6 +149,93 @@ pub(crate) async fn case_json(s: &ApiState, id: i64) -> Result<Value, ApiError> 
         "audit": audit,
         "refund": refund,
     }))
+}
+
+/// A support action as the caller sent it, each field unchecked: the API's
+/// JSON body and the console's form both become one of these.
+#[derive(Debug, Default)]
+pub(crate) struct ActionRequest {
+    pub(crate) action: Option<String>,
+    pub(crate) note: Option<String>,
+    pub(crate) actor: Option<String>,
+    pub(crate) destination: Option<String>,
+    pub(crate) txid: Option<String>,
+    pub(crate) to_intent: Option<String>,
+}
+
+/// What a support action came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Acted {
+    /// Done now, as this audit entry.
+    Done(i64),
+    /// This key's action was done before, as this audit entry; nothing was
+    /// done again.
+    Replayed(i64),
+}
+
+fn required<'a>(name: &str, v: &'a Option<String>) -> Result<&'a str, ApiError> {
+    v.as_deref()
+        .ok_or_else(|| ApiError::invalid(format!("{name}: missing field")))
+}
+
+/// Checks and performs one support action under `key`, in one transaction
+/// with its audit entry: the one path to `act_on_case`, for the API and the
+/// console, so both check the same and a key is honoured the same.
+pub(crate) async fn perform_action(
+    s: &ApiState,
+    role: Role,
+    id: i64,
+    key: &str,
+    r: &ActionRequest,
+) -> Result<Acted, ApiError> {
+    let action_text = required("action", &r.action)?;
+    let action = SupportAction::parse(action_text).ok_or_else(|| {
+        ApiError::invalid(format!(
+            "action: '{action_text}' is not accept, refund_required, refund_sent, reassign or dismiss"
+        ))
+    })?;
+    let note = required("note", &r.note)?;
+    if note.trim().is_empty() || note.len() > 2000 {
+        return Err(ApiError::invalid(
+            "note: every action needs a note saying why (at most 2000 bytes)",
+        ));
+    }
+    let actor = required("actor", &r.actor)?;
+    if actor.trim().is_empty() || actor.len() > 200 {
+        return Err(ApiError::invalid(
+            "actor: who is acting (1 to 200 characters)",
+        ));
+    }
+    let to_intent = r.to_intent.as_deref().map(parse_id).transpose()?;
+    let outcome = s
+        .ctx
+        .store
+        .act_on_case(
+            &CaseAction {
+                intent_id: id,
+                action,
+                role: role.as_str(),
+                actor: actor.trim(),
+                note: note.trim(),
+                key,
+                destination: r.destination.as_deref(),
+                txid: r.txid.as_deref(),
+                to_intent,
+            },
+            s.ctx.clock.now_ms(),
+        )
+        .await?;
+    match outcome {
+        ActionOutcome::Done { audit_id } => Ok(Acted::Done(audit_id)),
+        ActionOutcome::Replayed { audit_id } => Ok(Acted::Replayed(audit_id)),
+        ActionOutcome::KeyConflict => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            format!("Idempotency-Key '{key}' was used for another action: use a new key"),
+        )),
+        ActionOutcome::NotFound(why) => Err(ApiError::not_found(why)),
+        ActionOutcome::Refused(why) => Err(ApiError::new(StatusCode::CONFLICT, "conflict", why)),
+    }
 }
 
 pub(crate) async fn act(
@@ -151,59 +262,17 @@ pub(crate) async fn act(
     let key = header_key(&headers)?.ok_or_else(|| {
         ApiError::invalid("Idempotency-Key: required, so a replayed action is done once")
     })?;
-    let action_text = f.required("action")?;
-    let action = SupportAction::parse(&action_text).ok_or_else(|| {
-        ApiError::invalid(format!(
-            "action: '{action_text}' is not accept, refund_required, refund_sent, reassign or dismiss"
-        ))
-    })?;
-    let note = f.required("note")?;
-    if note.trim().is_empty() || note.len() > 2000 {
-        return Err(ApiError::invalid(
-            "note: every action needs a note saying why (at most 2000 bytes)",
-        ));
-    }
-    let actor = f.required("actor")?;
-    if actor.trim().is_empty() || actor.len() > 200 {
-        return Err(ApiError::invalid(
-            "actor: who is acting (1 to 200 characters)",
-        ));
-    }
-    let to_intent = f.text("to_intent")?.map(|t| parse_id(&t)).transpose()?;
-    let destination = f.text("destination")?;
-    let txid = f.text("txid")?;
-    let outcome = s
-        .ctx
-        .store
-        .act_on_case(
-            &CaseAction {
-                intent_id: id,
-                action,
-                role: role.as_str(),
-                actor: actor.trim(),
-                note: note.trim(),
-                key,
-                destination: destination.as_deref(),
-                txid: txid.as_deref(),
-                to_intent,
-            },
-            s.ctx.clock.now_ms(),
-        )
-        .await?;
-    let (status, audit_id) = match outcome {
-        ActionOutcome::Done { audit_id } => (StatusCode::CREATED, audit_id),
-        ActionOutcome::Replayed { audit_id } => (StatusCode::OK, audit_id),
-        ActionOutcome::KeyConflict => {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "conflict",
-                format!("Idempotency-Key '{key}' was used for another action: use a new key"),
-            ))
-        }
-        ActionOutcome::NotFound(why) => return Err(ApiError::not_found(why)),
-        ActionOutcome::Refused(why) => {
-            return Err(ApiError::new(StatusCode::CONFLICT, "conflict", why))
-        }
+    let request = ActionRequest {
+        action: f.text("action")?,
+        note: f.text("note")?,
+        actor: f.text("actor")?,
+        destination: f.text("destination")?,
+        txid: f.text("txid")?,
+        to_intent: f.text("to_intent")?,
+    };
+    let (status, audit_id) = match perform_action(&s, role, id, key, &request).await? {
+        Acted::Done(audit_id) => (StatusCode::CREATED, audit_id),
+        Acted::Replayed(audit_id) => (StatusCode::OK, audit_id),
     };
     let mut case = case_json(&s, id).await?;
     case["audit_id"] = json!(audit_id);

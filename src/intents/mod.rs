@@ -289,13 +289,19 @@ impl IntentService {
 /// An idempotency key: 1 to 200 visible ASCII characters, as HTTP headers
 /// carry them.
 fn checked_key(key: &str) -> Result<&str, IntentError> {
-    if key.is_empty() || key.len() > 200 || !key.bytes().all(|b| b.is_ascii_graphic()) {
+    if !valid_idempotency_key(key) {
         return Err(IntentError::FieldInvalid {
             field: "idempotency_key",
             why: "must be 1 to 200 visible ASCII characters".into(),
         });
     }
     Ok(key)
+}
+
+/// The rule every idempotency key follows, from a header, a console form or
+/// the CLI: 1 to 200 visible ASCII characters.
+pub fn valid_idempotency_key(key: &str) -> bool {
+    !key.is_empty() && key.len() <= 200 && key.bytes().all(|b| b.is_ascii_graphic())
 }
 
 /// The intent found under a key, if it answers the same request.
