@@ -7,6 +7,7 @@ pub mod api;
 pub mod app;
 pub mod chains;
 pub mod clock;
+mod console;
 mod devnet;
 pub mod ingest;
 pub mod intents;

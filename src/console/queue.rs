@@ -1,0 +1,82 @@
+//! The review queue: every case waiting for a person, oldest first, read
+//! through the same code as `GET /v1/review-queue`.
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+
+use super::html::{self, or_dash, Html};
+use super::parts::{amount_due, case_link, transfer_amount, transfer_state, what};
+use super::session::{self, VIEWERS};
+use super::time::age;
+use crate::api::{queue_items, ApiState, QueueItem};
+
+/// As many as a person can work through on one page; the API pages further.
+const SHOWN: i64 = 200;
+
+pub(crate) async fn page(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+) -> Result<Response, Response> {
+    let role = session::require(&s, &headers, VIEWERS, "console_queue")?;
+    let items = queue_items(&s, SHOWN)
+        .await
+        .map_err(|e| html::error_page(&e, Some(role)))?;
+    let mut h = Html::new();
+    if items.is_empty() {
+        h.raw("<p id=\"empty\">No case is waiting for review.</p>");
+    } else {
+        h.raw("<p>")
+            .text(items.len())
+            .raw(" waiting, oldest first.</p><table id=\"queue\"><thead><tr>")
+            .raw("<th>Case</th><th>For</th><th>Exception</th><th>Reason</th><th>Age</th>")
+            .raw("<th>Due</th><th>Transfers</th><th>Candidate intents</th>")
+            .raw("</tr></thead><tbody>");
+        for item in &items {
+            row(&mut h, item);
+        }
+        h.raw("</tbody></table>");
+    }
+    Ok(html::page(StatusCode::OK, "Review queue", Some(role), &h))
+}
+
+fn row(h: &mut Html, item: &QueueItem) {
+    let i = &item.intent;
+    h.raw("<tr id=\"case-").text(i.id).raw("\"><td>");
+    case_link(h, i.id);
+    h.raw("</td>").cells(&[
+        &what(i),
+        &or_dash(i.exception.map(|e| e.as_str())),
+        &or_dash(i.reason.as_deref()),
+        &age(item.age_ms),
+        &amount_due(i),
+    ]);
+    h.raw("<td>");
+    if item.transfers.is_empty() {
+        h.raw("none");
+    }
+    for (t, _) in &item.transfers {
+        h.raw("<div>")
+            .text(transfer_amount(t, i))
+            .raw(" in <code>")
+            .text(&t.txid)
+            .raw("</code> (")
+            .text(transfer_state(t))
+            .raw(")</div>");
+    }
+    h.raw("</td><td>");
+    let mut any = false;
+    for (_, candidates) in &item.transfers {
+        for c in candidates {
+            if any {
+                h.raw(", ");
+            }
+            case_link(h, *c);
+            any = true;
+        }
+    }
+    if !any {
+        h.raw("none");
+    }
+    h.raw("</td></tr>");
+}

@@ -1,0 +1,59 @@
+//! Watcher health: per enabled network, what `GET /v1/watchers` reports.
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+
+use super::html::{self, or_dash, Html};
+use super::session::{self, VIEWERS};
+use super::time::utc;
+use crate::api::{watcher_health, ApiState};
+
+pub(crate) async fn page(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+) -> Result<Response, Response> {
+    let role = session::require(&s, &headers, VIEWERS, "console_watchers")?;
+    let watchers = watcher_health(&s)
+        .await
+        .map_err(|e| html::error_page(&e, Some(role)))?;
+    let mut h = Html::new();
+    if watchers.is_empty() {
+        h.raw("<p>No network is enabled in this paywatch.</p>");
+    } else {
+        h.raw("<table id=\"watchers\"><thead><tr><th>Network</th><th>State</th>")
+            .raw("<th>Tip</th><th>Cursor</th><th>Final height</th><th>Lag (blocks)</th>")
+            .raw("<th>Last error</th><th>Updated</th></tr></thead><tbody>");
+        for w in &watchers {
+            h.raw("<tr id=\"watcher-")
+                .text(w.network.as_str())
+                .raw("\">");
+            match &w.status {
+                Some(c) => h.cells(&[
+                    &w.network.as_str(),
+                    &c.watcher_state,
+                    &or_dash(c.tip_height),
+                    &or_dash(c.cursor_height),
+                    &or_dash(c.final_height),
+                    &or_dash(w.lag_blocks()),
+                    &or_dash(c.last_error.as_deref()),
+                    &utc(c.updated_at_ms),
+                ]),
+                // Enabled, but its watcher has recorded nothing yet.
+                None => h.cells(&[
+                    &w.network.as_str(),
+                    &"starting",
+                    &"—",
+                    &"—",
+                    &"—",
+                    &"—",
+                    &"—",
+                    &"—",
+                ]),
+            };
+            h.raw("</tr>");
+        }
+        h.raw("</tbody></table>");
+    }
+    Ok(html::page(StatusCode::OK, "Watchers", Some(role), &h))
+}
