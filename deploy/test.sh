@@ -125,6 +125,12 @@ fi
 # missing ones fail those tests, so install them first.
 say "chain nodes: deploy/install-nodes.sh"
 bash deploy/install-nodes.sh || die "the chain nodes the tests need could not be installed (above)"
+# The operator console's test drives a real headless browser through
+# chromedriver; a missing one fails that test, so install both first.
+if [ ! -x /usr/bin/chromedriver ]; then
+    say "installing chromium and chromium-driver (the console's browser test)"
+    apt_install chromium chromium-driver
+fi
 
 # --- format ------------------------------------------------------------------
 if cargo fmt --version >/dev/null 2>&1; then

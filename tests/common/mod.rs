@@ -39,6 +39,7 @@ macro_rules! on_both_databases {
 }
 
 pub mod api;
+pub mod browser;
 pub mod daemon;
 pub mod eth;
 pub mod ltc;

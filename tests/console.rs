@@ -1,0 +1,461 @@
+//! The operator console in a real headless Chromium, on both databases:
+//! support signs in, opens the review queue, opens a late payment's case,
+//! accepts it and sees it leave the queue, credited once however often the
+//! form is sent; an operator sees but cannot act; a wrong token, a
+//! storefront token and a form posted from another site are refused.
+//!
+//! Needs /usr/bin/chromium and /usr/bin/chromedriver
+//! (`apt-get install chromium chromium-driver`); without them it fails.
+
+#[macro_use]
+mod common;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use common::api::ApiClient;
+use common::browser::Browser;
+use common::{Backend, Harness};
+use paywatch::api::TokenTable;
+use paywatch::app::Context;
+use paywatch::clock::Clock;
+use paywatch::reconcile::{Exception, Status};
+use paywatch::settings::Settings;
+use paywatch_core::{Asset, Network};
+use reqwest::header::{LOCATION, SET_COOKIE};
+use reqwest::{Client, StatusCode};
+
+const STOREFRONT: &str = "shop-token-3f9a";
+const OPERATOR: &str = "ops-token-81c2";
+const SUPPORT: &str = "help-token-77d0";
+
+/// A note no page may run: it must come back as text.
+const HOSTILE_NOTE: &str = "paid 2 min late <script>window.pwned=1</script> & ok";
+
+struct World {
+    h: Harness,
+    base: String,
+    /// Plain HTTP, redirects not followed: for what a browser would not do.
+    http: Client,
+}
+
+impl World {
+    async fn new(b: Backend) -> World {
+        let mut h = Harness::new(b, Network::Litecoin, 1).await;
+        h.import_pool(6).await;
+        let mut settings = Settings::load(None).expect("defaults");
+        settings.database.url = h.db.url.clone();
+        settings
+            .networks
+            .get_mut("litecoin")
+            .expect("litecoin settings")
+            .enabled = true;
+        for (role, token) in [
+            ("storefront", STOREFRONT),
+            ("operator", OPERATOR),
+            ("support", SUPPORT),
+        ] {
+            settings
+                .api
+                .tokens
+                .insert(role.into(), vec![TokenTable::hash_token(token)]);
+        }
+        let clock: Arc<dyn Clock> = h.clock.clone();
+        let ctx = Context {
+            settings,
+            store: h.store.clone(),
+            clock,
+            watch: HashMap::from([(Network::Litecoin, h.watch.clone())]),
+            intents: h.intents.clone(),
+            reconciler: h.reconciler.clone(),
+        };
+        let base = ApiClient::serve(ctx).await.base;
+        let http = Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap();
+        World { h, base, http }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// A top-up paid in full only after it expired: needs review, late.
+    /// Its id and the payment's txid.
+    async fn paid_late(&mut self, reference: &str) -> (i64, String) {
+        let i = self.h.create("topup", reference, "LTC", "100").await;
+        self.h.pass_expiry(&i);
+        self.h.sync().await;
+        let txid = self.h.pay(&i.address, Asset::Ltc, i.amount_due);
+        self.h.mine(1);
+        self.h.sync().await;
+        let r = self.h.intent(i.id).await;
+        assert_eq!(r.status, Status::NeedsReview, "{:?}", r.reason);
+        assert_eq!(r.exception, Some(Exception::PaidLate));
+        (i.id, txid)
+    }
+
+    async fn audit_entries(&self) -> i64 {
+        self.h.count("SELECT COUNT(*) FROM audit_log").await
+    }
+
+    /// Signs the browser in with `token` from the login page.
+    async fn sign_in(&self, browser: &Browser, token: &str) {
+        browser.goto(&self.url("/console/login")).await;
+        browser.type_into("#token", token).await;
+        browser.click("#sign-in").await;
+    }
+
+    /// The console cookie `token` signs in with, as the login answers it.
+    async fn session_cookie(&self, token: &str) -> String {
+        let r = self
+            .http
+            .post(self.url("/console/login"))
+            .header("origin", &self.base)
+            .header("sec-fetch-site", "same-origin")
+            .form(&[("token", token)])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::SEE_OTHER);
+        let set = r.headers()[SET_COOKIE].to_str().unwrap().to_owned();
+        set.split(';').next().unwrap().to_owned()
+    }
+
+    /// Posts an action form as a browser would, with `extra` headers.
+    async fn post_action(
+        &self,
+        id: i64,
+        cookie: &str,
+        form: &[(&str, &str)],
+        extra: &[(&str, &str)],
+    ) -> reqwest::Response {
+        let mut req = self
+            .http
+            .post(self.url(&format!("/console/cases/{id}/actions")))
+            .header("cookie", cookie)
+            .form(form);
+        for (k, v) in extra {
+            req = req.header(*k, *v);
+        }
+        req.send().await.unwrap()
+    }
+}
+
+/// A URL whose path (its query aside) ends with `path`.
+fn on_path(path: impl Into<String>) -> impl Fn(&str) -> bool {
+    let path = path.into();
+    move |url: &str| url.split('?').next().is_some_and(|u| u.ends_with(&path))
+}
+
+on_both_databases!(
+    support_accepts_a_late_payment_in_the_browser_and_it_leaves_the_queue,
+    an_operator_sees_but_cannot_act_and_strangers_and_other_sites_are_refused,
+);
+
+async fn support_accepts_a_late_payment_in_the_browser_and_it_leaves_the_queue(b: Backend) {
+    let mut w = World::new(b).await;
+    let (id, txid) = w.paid_late("late-topup").await;
+    let reason = w.h.intent(id).await.reason.expect("a reason");
+    let browser = Browser::start().await;
+
+    // Not signed in: the queue sends the browser to the login page.
+    browser.goto(&w.url("/console/queue")).await;
+    browser
+        .wait_for_url("the login page", on_path("/console/login"))
+        .await;
+
+    w.sign_in(&browser, SUPPORT).await;
+    browser
+        .wait_for_url("the review queue", on_path("/console/queue"))
+        .await;
+    let cookie = browser.cookie("paywatch_console").await;
+    assert_eq!(cookie["httpOnly"], true, "{cookie}");
+    assert_eq!(cookie["sameSite"], "Strict", "{cookie}");
+    assert_eq!(cookie["path"], "/console", "{cookie}");
+    assert!(
+        !cookie["value"].as_str().unwrap().contains(SUPPORT),
+        "the cookie holds the token encoded, not as typed"
+    );
+    assert_eq!(browser.text("#role").await, "support");
+
+    // The queue: the case with its exception, reason and transfer.
+    let row = browser.text(&format!("#case-{id}")).await;
+    assert!(row.contains("paid_late"), "{row}");
+    assert!(row.contains(&reason), "{row}");
+    assert!(row.contains("late-topup"), "{row}");
+    assert!(row.contains(&txid), "{row}");
+    assert!(row.contains("1 LTC"), "100 USD at 100 USD/LTC: {row}");
+
+    // The case: everything about it, and support's forms.
+    browser.click(&format!("#case-{id} a")).await;
+    browser
+        .wait_for_url("the case", on_path(format!("/console/cases/{id}")))
+        .await;
+    let intent = browser.text("#intent").await;
+    assert!(intent.contains("needs_review"), "{intent}");
+    assert!(intent.contains(&reason), "{intent}");
+    assert!(browser.text("#transfers").await.contains(&txid));
+    assert!(browser.text("#rate").await.contains("100"));
+    assert!(browser.text("#history").await.contains("needs_review"));
+    assert!(browser.text("#audit-empty").await.contains("No action"));
+    assert_eq!(browser.find_all("form[id^='action-']").await.len(), 5);
+    let key = browser
+        .attribute("#action-accept input[name='key']", "value")
+        .await
+        .expect("the form's idempotency key");
+    let dismiss_key = browser
+        .attribute("#action-dismiss input[name='key']", "value")
+        .await
+        .unwrap();
+    assert_ne!(key, dismiss_key, "each form its own key");
+
+    // Accept, with a note and an actor.
+    browser
+        .type_into("#action-accept textarea[name='note']", HOSTILE_NOTE)
+        .await;
+    browser
+        .type_into("#action-accept input[name='actor']", "ana")
+        .await;
+    browser.click("#action-accept button[type='submit']").await;
+    browser
+        .wait_for_url("the case after the action", |u| u.contains("?done="))
+        .await;
+    let result = browser.text("#result").await;
+    assert!(result.contains("Done: accept by ana"), "{result}");
+    assert!(result.contains("resolved"), "{result}");
+    let audit = browser.text("#audit").await;
+    assert!(
+        audit.contains(HOSTILE_NOTE),
+        "the note shown as text: {audit}"
+    );
+    assert!(
+        audit.contains("support") && audit.contains("ana"),
+        "{audit}"
+    );
+    let source = browser.source().await;
+    assert!(
+        !source.contains("<script>window.pwned"),
+        "the note reached the page as markup"
+    );
+    assert_eq!(w.h.intent(id).await.status, Status::Resolved);
+    assert_eq!(w.h.balance("acct-1").await, 10_000, "credited 100 USD");
+    assert_eq!(w.audit_entries().await, 1);
+
+    // The same form sent again (a double click, a resubmit) is done once.
+    let session = format!(
+        "paywatch_console={}",
+        cookie["value"].as_str().expect("cookie value")
+    );
+    let again = w
+        .post_action(
+            id,
+            &session,
+            &[
+                ("action", "accept"),
+                ("key", &key),
+                ("note", HOSTILE_NOTE),
+                ("actor", "ana"),
+            ],
+            &[("origin", &w.base), ("sec-fetch-site", "same-origin")],
+        )
+        .await;
+    assert_eq!(again.status(), StatusCode::SEE_OTHER);
+    let location = again.headers()[LOCATION].to_str().unwrap().to_owned();
+    assert!(
+        location.starts_with(&format!("/console/cases/{id}?replayed=")),
+        "{location}"
+    );
+    browser.goto(&w.url(&location)).await;
+    assert!(browser
+        .text("#result")
+        .await
+        .contains("nothing was done again"));
+    assert_eq!(w.h.balance("acct-1").await, 10_000, "credited once");
+    assert_eq!(w.audit_entries().await, 1);
+
+    // A fresh form to accept again is refused with the API's message.
+    browser.goto(&w.url(&format!("/console/cases/{id}"))).await;
+    browser
+        .type_into("#action-accept textarea[name='note']", "again")
+        .await;
+    browser
+        .type_into("#action-accept input[name='actor']", "bo")
+        .await;
+    browser.click("#action-accept button[type='submit']").await;
+    let error = browser.text("#error").await;
+    assert!(error.contains("already paid"), "{error}");
+    assert!(error.contains("nothing was changed"), "{error}");
+    assert_eq!(
+        browser
+            .attribute("#action-accept input[name='actor']", "value")
+            .await
+            .as_deref(),
+        Some("bo"),
+        "the refused form comes back filled in"
+    );
+    assert_eq!(w.h.balance("acct-1").await, 10_000);
+    assert_eq!(w.audit_entries().await, 1);
+
+    // Back to the queue: the case has left it.
+    browser.click("header a[href='/console/queue']").await;
+    browser
+        .wait_for_url("the review queue", on_path("/console/queue"))
+        .await;
+    assert!(browser.text("#empty").await.contains("No case"));
+    assert!(browser.find_all(&format!("#case-{id}")).await.is_empty());
+
+    // Found by its transaction id, resolved.
+    browser
+        .goto(&w.url(&format!("/console/find?txid={txid}")))
+        .await;
+    let found = browser.text("#found").await;
+    assert!(
+        found.contains("resolved") && found.contains("late-topup"),
+        "{found}"
+    );
+
+    // Watcher health.
+    browser.goto(&w.url("/console/watchers")).await;
+    let litecoin = browser.text("#watcher-litecoin").await;
+    let tip = w.h.chain.height().to_string();
+    assert!(litecoin.contains("running"), "{litecoin}");
+    assert!(litecoin.contains(&tip), "tip {tip}: {litecoin}");
+    browser.quit().await;
+}
+
+async fn an_operator_sees_but_cannot_act_and_strangers_and_other_sites_are_refused(b: Backend) {
+    let mut w = World::new(b).await;
+    // The storefront's reference is shown as text, whatever it holds.
+    let reference = "<i>late</i>-2";
+    let (id, _) = w.paid_late(reference).await;
+    let browser = Browser::start().await;
+
+    // A wrong token: refused, and still not signed in.
+    w.sign_in(&browser, "not-a-token").await;
+    let error = browser.text("#error").await;
+    assert!(error.contains("not configured"), "{error}");
+    assert!(!browser.source().await.contains("not-a-token"));
+    browser.goto(&w.url(&format!("/console/cases/{id}"))).await;
+    browser
+        .wait_for_url("the login page", on_path("/console/login"))
+        .await;
+
+    // The storefront's token does not open the console.
+    w.sign_in(&browser, STOREFRONT).await;
+    let error = browser.text("#error").await;
+    assert!(error.contains("storefront"), "{error}");
+    browser.goto(&w.url("/console/queue")).await;
+    browser
+        .wait_for_url("the login page", on_path("/console/login"))
+        .await;
+
+    // An operator sees the queue and the case, and no action form.
+    w.sign_in(&browser, OPERATOR).await;
+    browser
+        .wait_for_url("the review queue", on_path("/console/queue"))
+        .await;
+    assert_eq!(browser.text("#role").await, "operator");
+    let row = browser.text(&format!("#case-{id}")).await;
+    assert!(
+        row.contains("paid_late") && row.contains(reference),
+        "{row}"
+    );
+    assert!(browser.find_all(&format!("#case-{id} i")).await.is_empty());
+    browser.click(&format!("#case-{id} a")).await;
+    assert!(browser
+        .text("#view-only")
+        .await
+        .contains("only a support token can act"));
+    assert!(browser.find_all("form[id^='action-']").await.is_empty());
+
+    // Posting anyway is refused, and writes nothing.
+    let operator = w.session_cookie(OPERATOR).await;
+    let accept = [
+        ("action", "accept"),
+        ("key", "k-operator-1"),
+        ("note", "let me"),
+        ("actor", "op"),
+    ];
+    let same_site = [
+        ("origin", w.base.as_str()),
+        ("sec-fetch-site", "same-origin"),
+    ];
+    let r = w.post_action(id, &operator, &accept, &same_site).await;
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    let page = r.text().await.unwrap();
+    assert!(page.contains("the operator role may not"), "{page}");
+
+    // Support's session, but the form came from another site: refused.
+    let support = w.session_cookie(SUPPORT).await;
+    for headers in [
+        vec![("origin", "http://evil.example")],
+        vec![
+            ("sec-fetch-site", "cross-site"),
+            ("origin", "http://evil.example"),
+        ],
+        vec![("sec-fetch-site", "same-site")],
+    ] {
+        let r = w.post_action(id, &support, &accept, &headers).await;
+        assert_eq!(r.status(), StatusCode::FORBIDDEN, "{headers:?}");
+        assert!(r.text().await.unwrap().contains("another site"));
+    }
+    let r = w
+        .http
+        .post(w.url("/console/login"))
+        .header("origin", "http://evil.example")
+        .form(&[("token", SUPPORT)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN, "a forged login");
+    assert!(r.headers().get(SET_COOKIE).is_none());
+    // A note is required, as in the API.
+    let r = w
+        .post_action(
+            id,
+            &support,
+            &[
+                ("action", "accept"),
+                ("key", "k-2"),
+                ("note", " "),
+                ("actor", "bo"),
+            ],
+            &same_site,
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert!(r
+        .text()
+        .await
+        .unwrap()
+        .contains("every action needs a note"));
+    assert_eq!(w.audit_entries().await, 0);
+    assert_eq!(w.h.intent(id).await.status, Status::NeedsReview);
+    assert_eq!(w.h.balance("acct-1").await, 0);
+
+    // Every console page: no framing, no caching, no script.
+    let r = w
+        .http
+        .get(w.url("/console/queue"))
+        .header("cookie", &operator)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let csp = r.headers()["content-security-policy"].to_str().unwrap();
+    assert!(csp.contains("default-src 'none'") && csp.contains("frame-ancestors 'none'"));
+    assert_eq!(r.headers()["cache-control"], "no-store");
+
+    // Logging out ends the session.
+    browser.click("#logout").await;
+    browser
+        .wait_for_url("the login page", on_path("/console/login"))
+        .await;
+    browser.goto(&w.url("/console/watchers")).await;
+    browser
+        .wait_for_url("the login page", on_path("/console/login"))
+        .await;
+    browser.quit().await;
+}
