@@ -1,100 +1,221 @@
 #!/usr/bin/env bash
-# Runs paywatch on this machine with embedded SQLite and in-process dev chains
-# (bitcoin, litecoin, ethereum, tron, solana), a simulated customer paying every
-# open intent, and two demo intents. Ctrl-C stops it.
+# The one-command devnet: paywatch on embedded SQLite against local dev
+# chains, one intent per payment method, each paid on its chain, and the
+# status table moving awaiting_payment -> confirming -> paid.
 #
-#   bash deploy/devnet.sh
+#   bash deploy/devnet.sh                # runs until Ctrl-C
+#   bash deploy/devnet.sh --until-paid   # exits 0 once all eight are paid (CI)
 #
-# PAYWATCH_DEVNET_DIR  work directory (default ./devnet): config, database, pools.
-# PAYWATCH_DEVNET_POOL addresses generated per network (default 200).
+# Chains: Litecoin Core in regtest (litecoind); anvil with two ERC-20s for
+# USDT and USDC, the Tron gRPC test node with a TRC-20 USDT and the Solana
+# JSON-RPC test node (litesvm), all three in `paywatch-devnodes`
+# (chains/testkit). Bitcoin runs on paywatch's in-process dev chain, whose
+# simulated customer pays the BTC intent: Debian packages no bitcoind.
 #
-# Safe to run again: the database is kept, the pools re-import as "already
-# present", and each run creates demo intents with fresh references.
+# Everything listens on 127.0.0.1 only. On exit (Ctrl-C, the end of
+# --until-paid, or an error) every process this script started is stopped.
+#
+# PAYWATCH_DEVNET_DIR         work directory (default ./devnet): config,
+#                             database, logs, litecoind's datadir; the
+#                             previous run's state in it is removed at start.
+# PAYWATCH_DEVNET_UNTIL_PAID  1: as --until-paid.
+# PAYWATCH_DEVNET_TIMEOUT     seconds --until-paid waits for the eight intents
+#                             to be paid, from their creation (default 240).
+# PAYWATCH_DEVNET_LTC_RPC_PORT, PAYWATCH_DEVNET_LTC_P2P_PORT
+#                             litecoind's ports (default: free ones).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 
-say() { printf '==> %s\n' "$*" >&2; }
-die() { printf 'devnet: %s\n' "$*" >&2; exit 1; }
+until_paid="${PAYWATCH_DEVNET_UNTIL_PAID:-0}"
+for arg in "$@"; do
+    case "$arg" in
+    --until-paid) until_paid=1 ;;
+    -h | --help)
+        sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
+        exit 0
+        ;;
+    *)
+        printf 'devnet: unknown argument %s (try --help)\n' "$arg" >&2
+        exit 2
+        ;;
+    esac
+done
+[ "$until_paid" = 1 ] || until_paid=0
+timeout_secs="${PAYWATCH_DEVNET_TIMEOUT:-240}"
 
+say() { printf '==> %s\n' "$*" >&2; }
+die() {
+    printf 'devnet: %s\n' "$*" >&2
+    exit 1
+}
+
+# --- what it needs -----------------------------------------------------------
 command -v cargo >/dev/null 2>&1 \
     || die "cargo is not installed; install Rust (https://rustup.rs, 1.85 or newer) and run again"
+apt_updated=
+apt_install() {
+    [ "$(id -u)" = 0 ] || die "$1 is missing; run: sudo apt-get install -y $2"
+    command -v apt-get >/dev/null 2>&1 || die "$1 is missing and there is no apt-get; install $2"
+    if [ -z "$apt_updated" ]; then
+        apt-get update
+        apt_updated=1
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$2"
+}
 if ! command -v cc >/dev/null 2>&1; then
     say "installing a C compiler (needed to build SQLite and TLS)"
-    [ "$(id -u)" = 0 ] || die "cc is missing; run: sudo apt-get install -y build-essential"
-    apt-get update
-    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends build-essential
+    apt_install cc build-essential
 fi
-
 if ! command -v curl >/dev/null 2>&1; then
-    say "installing curl (the script talks to the local litecoind with it)"
-    [ "$(id -u)" = 0 ] || die "curl is missing; run: sudo apt-get install -y curl"
-    apt-get update
-    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends curl
+    say "installing curl (the script talks to litecoind and paywatch-devnodes with it)"
+    apt_install curl curl
 fi
-
 # Before the build: it also installs protoc, which the Tron crates need.
 say "installing the local chain nodes if missing (deploy/install-nodes.sh)"
 bash deploy/install-nodes.sh
 
-say "building paywatch"
+say "building paywatch and paywatch-devnodes"
 cargo build --locked --bin paywatch
+# A build of its own: with the Solana test node (litesvm), which the
+# paywatch binary never links.
+cargo build --locked -p paywatch-testkit --features devnodes --bin paywatch-devnodes
 target_dir="$(cargo metadata --format-version 1 --no-deps --locked \
     | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')"
 paywatch="${target_dir:-$repo/target}/debug/paywatch"
+devnodes="${target_dir:-$repo/target}/debug/paywatch-devnodes"
 [ -x "$paywatch" ] || die "built binary not found at $paywatch"
+[ -x "$devnodes" ] || die "built binary not found at $devnodes"
 
+# --- a fresh work directory --------------------------------------------------
 dir="${PAYWATCH_DEVNET_DIR:-$repo/devnet}"
-mkdir -p "$dir/pools"
+mkdir -p "$dir"
 dir="$(cd "$dir" && pwd)"
+lock="$dir/devnet.pid"
+if [ -f "$lock" ] && other="$(cat "$lock" 2>/dev/null)" && [ -n "$other" ] && [ "$other" != $$ ] \
+    && tr '\0' ' ' 2>/dev/null <"/proc/$other/cmdline" | grep -q 'devnet\.sh'; then
+    die "another devnet (pid $other) runs in $dir; stop it (Ctrl-C there, or kill $other) or set PAYWATCH_DEVNET_DIR"
+fi
+echo $$ >"$lock"
+# The dev chains start from genesis each run, so the previous run's database
+# would describe blocks that no longer exist: start clean.
+rm -rf "$dir/litecoind" "$dir/logs" "$dir/pools" "$dir/paywatch.db" "$dir/paywatch.db-wal" \
+    "$dir/paywatch.db-shm" "$dir/paywatch.toml" "$dir/devnodes.env" "$dir/intents" "$dir/demo-intents"
+mkdir -p "$dir/logs" "$dir/pools"
 config="$dir/paywatch.toml"
 
+# --- stopping what it started ------------------------------------------------
+ltc_pid=
+devnodes_pid=
+paywatch_pid=
+# Running and not a zombie (a child that exited stays a zombie until waited for).
+alive() {
+    local state
+    [ -n "$1" ] && [ -r "/proc/$1/stat" ] || return 1
+    state="$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" || return 1
+    [ -n "$state" ] && [ "$state" != Z ]
+}
+# $1 name, $2 pid: SIGTERM, up to 15 s for a clean exit, then SIGKILL.
+stop_process() {
+    local name=$1 pid=$2
+    alive "$pid" || {
+        wait "$pid" 2>/dev/null || true
+        return 0
+    }
+    say "stopping $name (pid $pid)"
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 150); do
+        alive "$pid" || break
+        sleep 0.1
+    done
+    if alive "$pid"; then
+        say "$name did not stop on SIGTERM; killing it"
+        kill -KILL "$pid" 2>/dev/null || true
+    fi
+    wait "$pid" 2>/dev/null || true
+}
+cleanup() {
+    local rc=$?
+    trap - EXIT INT TERM
+    stop_process "paywatch run" "$paywatch_pid"
+    stop_process paywatch-devnodes "$devnodes_pid"
+    if alive "$ltc_pid"; then
+        ltc_rpc stop >/dev/null 2>&1 || true
+    fi
+    stop_process litecoind "$ltc_pid"
+    rm -f "$lock"
+    case "$rc" in
+    0 | 130 | 143) say "devnet stopped; its config, database and logs stay in $dir until the next run" ;;
+    esac
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
 # --- Litecoin: a real Litecoin Core node in regtest --------------------------
-ltc_rpc_port="${PAYWATCH_DEVNET_LTC_RPC_PORT:-19643}"
-ltc_p2p_port="${PAYWATCH_DEVNET_LTC_P2P_PORT:-19644}"
+if [ -z "${PAYWATCH_DEVNET_LTC_RPC_PORT:-}" ] || [ -z "${PAYWATCH_DEVNET_LTC_P2P_PORT:-}" ]; then
+    ports="$("$devnodes" free-ports 2)" || die "no free ports on 127.0.0.1"
+fi
+ltc_rpc_port="${PAYWATCH_DEVNET_LTC_RPC_PORT:-$(printf '%s\n' "$ports" | sed -n 1p)}"
+ltc_p2p_port="${PAYWATCH_DEVNET_LTC_P2P_PORT:-$(printf '%s\n' "$ports" | sed -n 2p)}"
 litecoind="${PAYWATCH_LITECOIND:-/usr/lib/litecoin/litecoind}"
 ltc_datadir="$dir/litecoind"
 mkdir -p "$ltc_datadir"
 ltc_rpc() {
-    curl -s --fail-with-body --user devnet:devnet -H 'content-type: application/json' \
+    curl -s --fail-with-body --max-time 30 --user devnet:devnet -H 'content-type: application/json' \
         --data "{\"jsonrpc\":\"1.0\",\"id\":0,\"method\":\"$1\",\"params\":${2:-[]}}" \
         "http://127.0.0.1:$ltc_rpc_port/"
 }
+result() { sed -n 's/.*"result":"\{0,1\}\([^",}]*\)"\{0,1\}[,}].*/\1/p'; }
 if ltc_rpc getblockcount >/dev/null 2>&1; then
-    die "something already answers on 127.0.0.1:$ltc_rpc_port (another devnet?); stop it or set PAYWATCH_DEVNET_LTC_RPC_PORT"
+    die "something already answers on 127.0.0.1:$ltc_rpc_port; set PAYWATCH_DEVNET_LTC_RPC_PORT"
 fi
-say "starting litecoind (regtest) in $ltc_datadir, RPC on 127.0.0.1:$ltc_rpc_port"
+say "starting litecoind (regtest), RPC on 127.0.0.1:$ltc_rpc_port"
 "$litecoind" -regtest -datadir="$ltc_datadir" -printtoconsole=0 -server=1 \
     -rpcuser=devnet -rpcpassword=devnet -rpcport="$ltc_rpc_port" -rpcbind=127.0.0.1 \
     -rpcallowip=127.0.0.1 -port="$ltc_p2p_port" -bind="127.0.0.1:$ltc_p2p_port" -listenonion=0 \
-    -discover=0 -dnsseed=0 -fallbackfee=0.0001 -vbparams=mweb:-2:0 &
+    -discover=0 -dnsseed=0 -fallbackfee=0.0001 -vbparams=mweb:-2:0 \
+    >"$dir/logs/litecoind.out" 2>&1 &
 ltc_pid=$!
-stop_litecoind() {
-    if kill -0 "$ltc_pid" 2>/dev/null; then
-        say "stopping litecoind"
-        ltc_rpc stop >/dev/null 2>&1 || kill "$ltc_pid" 2>/dev/null || true
-        wait "$ltc_pid" 2>/dev/null || true
-    fi
-}
-trap stop_litecoind EXIT
-for _ in $(seq 1 100); do
+for _ in $(seq 1 150); do
     ltc_rpc getblockcount >/dev/null 2>&1 && break
-    kill -0 "$ltc_pid" 2>/dev/null || die "litecoind exited; see $ltc_datadir/regtest/debug.log"
+    alive "$ltc_pid" || die "litecoind exited; see $ltc_datadir/regtest/debug.log"
     sleep 0.2
 done
 ltc_rpc getblockcount >/dev/null || die "litecoind does not answer RPC; see $ltc_datadir/regtest/debug.log"
-ltc_rpc loadwallet '["devnet"]' >/dev/null 2>&1 || ltc_rpc createwallet '["devnet"]' >/dev/null 2>&1 || true
-height="$(ltc_rpc getblockcount | sed -n 's/.*"result":\([0-9]*\).*/\1/p')"
-if [ "${height:-0}" -lt 101 ]; then
-    say "mining 101 blocks so the devnet wallet can pay"
-    miner="$(ltc_rpc getnewaddress | sed -n 's/.*"result":"\([^"]*\)".*/\1/p')"
-    ltc_rpc generatetoaddress "[101, \"$miner\"]" >/dev/null
-fi
-pool_size="${PAYWATCH_DEVNET_POOL:-200}"
+ltc_rpc createwallet '["devnet"]' >/dev/null || die "litecoind: createwallet failed"
+ltc_miner="$(ltc_rpc getnewaddress | result)"
+[ -n "$ltc_miner" ] || die "litecoind: getnewaddress failed"
+# Coinbase outputs mature after 100 blocks: 101 give the wallet coins to pay with.
+ltc_rpc generatetoaddress "[101, \"$ltc_miner\"]" >/dev/null || die "litecoind: mining failed"
+ltc_mine() { ltc_rpc generatetoaddress "[1, \"$ltc_miner\"]" >/dev/null 2>&1 || true; }
 
+# --- anvil, the Tron and the Solana test nodes --------------------------------
+say "starting paywatch-devnodes (anvil, the Tron and the Solana test nodes)"
+env_file="$dir/devnodes.env"
+"$devnodes" --env-file "$env_file" --exit-with $$ >"$dir/logs/devnodes.log" 2>&1 &
+devnodes_pid=$!
+for _ in $(seq 1 600); do
+    [ -f "$env_file" ] && break
+    alive "$devnodes_pid" || die "paywatch-devnodes exited:
+$(tail -n 20 "$dir/logs/devnodes.log")"
+    sleep 0.1
+done
+[ -f "$env_file" ] || die "paywatch-devnodes did not start within 60 s:
+$(tail -n 20 "$dir/logs/devnodes.log")"
+# shellcheck disable=SC1090
+. "$env_file"
+
+"$devnodes" solana-pool 50 >"$dir/pools/solana.txt"
+
+# --- paywatch ----------------------------------------------------------------
+# A dev-only BIP84 account key (m/84'/1'/0' of a fixed test seed): bitcoin and
+# litecoin addresses are derived from it, as in production from a zpub.
+tpub="tpubDDPRy5xWxJTuVmsh7YRzK8o2EdMWgn4t41fTLxXRgyRN7EKvN2L8BKCFC1gUfPu8Xp6rr667Yc26zrXsiBZsgBc8dQiYnhPNk2Q7CsBrer5"
 cat >"$config" <<EOF
-# Written by deploy/devnet.sh; rewritten on each run.
+# Written by deploy/devnet.sh for this run; the nodes' ports change each run.
 [database]
 url = "sqlite://$dir/paywatch.db"
 
@@ -108,31 +229,35 @@ ETH = "3000"
 TRX = "0.12"
 SOL = "150"
 
-[devchain]
-block_secs = 2
-autopay = true
+[reconcile]
+interval_ms = 500
 
-# Dev chains mine every 2 s; fewer confirmations than mainnet keep the loop short.
+[devchain]
+# Bitcoin's in-process chain mines every second, and its simulated customer
+# pays open BTC intents. The regtest wallet customer stays off: this script
+# pays on the real nodes itself.
+block_secs = 1
+autopay = true
+regtest_customer = false
+
+# Confirmations and finality are far shorter than mainnet's, so that all
+# eight payments are final within a minute.
 [networks.bitcoin]
 enabled = true
+# In process: Debian has no bitcoind package to run a regtest node from.
 source = "devchain"
 confirmations = 3
 poll_interval_ms = 500
 chain = "regtest"
-# A dev-only BIP84 account key (m/84'/1'/0' of a fixed test seed): fresh
-# addresses are derived from it, as in production from the merchant's zpub.
-account_key = "tpubDDPRy5xWxJTuVmsh7YRzK8o2EdMWgn4t41fTLxXRgyRN7EKvN2L8BKCFC1gUfPu8Xp6rr667Yc26zrXsiBZsgBc8dQiYnhPNk2Q7CsBrer5"
+account_key = "$tpub"
 
 [networks.litecoin]
 enabled = true
-# A real node: raw blocks and the mempool over RPC, as in production.
 source = "node"
 confirmations = 3
 poll_interval_ms = 500
 chain = "regtest"
-# A dev-only BIP84 account key (m/84'/1'/0' of a fixed test seed): fresh
-# addresses are derived from it, as in production from the merchant's zpub.
-account_key = "tpubDDPRy5xWxJTuVmsh7YRzK8o2EdMWgn4t41fTLxXRgyRN7EKvN2L8BKCFC1gUfPu8Xp6rr667Yc26zrXsiBZsgBc8dQiYnhPNk2Q7CsBrer5"
+account_key = "$tpub"
 
 [networks.litecoin.rpc]
 url = "http://127.0.0.1:$ltc_rpc_port"
@@ -141,90 +266,235 @@ password = "devnet"
 
 [networks.ethereum]
 enabled = true
-source = "devchain"
-confirmations = 6
+source = "node"
+# anvil mines a block a second; its finalized block is 4 behind the tip.
+finality = "finalized"
+chain_id = $ETHEREUM_CHAIN_ID
 poll_interval_ms = 500
+account_key = "$ETHEREUM_ACCOUNT_KEY"
+
+[networks.ethereum.rpc]
+url = "$ETHEREUM_RPC_URL"
+ws_url = "$ETHEREUM_WS_URL"
+
+[networks.ethereum.contracts]
+USDT = "$ETHEREUM_USDT"
+USDC = "$ETHEREUM_USDC"
 
 [networks.tron]
 enabled = true
-source = "devchain"
-confirmations = 5
+source = "node"
+# A block every 3 s; solidified 2 blocks behind the tip.
 poll_interval_ms = 500
+account_key = "$TRON_ACCOUNT_KEY"
+
+[networks.tron.rpc]
+url = "$TRON_RPC_URL"
+solidity_url = "$TRON_SOLIDITY_URL"
+
+[networks.tron.contracts]
+USDT = "$TRON_USDT"
 
 [networks.solana]
 enabled = true
-source = "devchain"
-confirmations = 8
+source = "node"
+# A block every 400 ms; finalized 9 blocks behind the newest.
 poll_interval_ms = 500
+
+[networks.solana.rpc]
+url = "$SOLANA_RPC_URL"
+requests_per_second = 0
 EOF
 
-# Deterministic, well-formed (not spendable) addresses, so a re-run re-imports
-# the same pool. $1 = number, $2 = alphabet, $3 = width.
-encode() {
-    local n=$1 alphabet=$2 width=$3 base=${#2} out=""
-    while [ "${#out}" -lt "$width" ]; do
-        out="${alphabet:$((n % base)):1}$out"
-        n=$((n / base))
-    done
-    printf '%s' "$out"
-}
-b58=123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz
-
-say "writing address pools ($pool_size per network) to $dir/pools"
-for network in ethereum tron solana; do
-    file="$dir/pools/$network.txt"
-    {
-        echo "# devnet pool for $network, generated by deploy/devnet.sh"
-        for ((i = 1; i <= pool_size; i++)); do
-            case $network in
-            ethereum) printf '0xdefe%036x\n' "$i" ;;
-            tron) echo "TPaywatchDevnet$(encode "$i" "$b58" 19)" ;;
-            solana) echo "PaywatchDevnet$(encode "$i" "$b58" 30)" ;;
-            esac
-        done
-    } >"$file"
-done
-
 pw() { "$paywatch" --config "$config" "$@"; }
+pw migrate >/dev/null
+pw addresses import --network solana --file "$dir/pools/solana.txt"
 
-say "migrating $dir/paywatch.db"
-pw migrate
-for network in ethereum tron solana; do
-    pw addresses import --network "$network" --file "$dir/pools/$network.txt"
+say "starting paywatch run (log: $dir/logs/paywatch.log)"
+"$paywatch" --config "$config" run >"$dir/logs/paywatch.log" 2>&1 &
+paywatch_pid=$!
+
+log_tails() {
+    local f
+    for f in "$dir/logs/paywatch.log" "$dir/logs/devnodes.log" "$ltc_datadir/regtest/debug.log"; do
+        [ -f "$f" ] || continue
+        printf '\n--- last lines of %s ---\n' "$f" >&2
+        tail -n 25 "$f" >&2
+    done
+}
+
+# A fresh database starts each watcher at its node's tip: create the intents
+# once all five are reading, so no payment lands below where they start.
+started_at=$SECONDS
+while :; do
+    alive "$paywatch_pid" || {
+        log_tails
+        die "paywatch run exited"
+    }
+    reading="$(pw status 2>/dev/null | grep -c 'cursor Some' || true)"
+    [ "$reading" -ge 5 ] && break
+    if [ $((SECONDS - started_at)) -ge 60 ]; then
+        pw status >&2 || true
+        log_tails
+        die "the watchers did not all start within 60 s"
+    fi
+    sleep 0.5
 done
 
-run_id="$(date +%Y%m%d%H%M%S)-$$"
-say "creating demo intents (run $run_id)"
-order="$(pw intent create --kind order --reference "demo-order-$run_id" --account demo-customer \
-    --asset BTC --network bitcoin --usd 49.99)"
-ltc_order="$(pw intent create --kind order --reference "demo-ltc-order-$run_id" --account demo-customer \
-    --asset LTC --network litecoin --usd 25)"
-topup="$(pw intent create --kind topup --reference "demo-topup-$run_id" --account demo-customer \
-    --asset USDT --network tron --usd 100)"
-printf '%s\n%s\n%s\n' "$order" "$ltc_order" "$topup"
-order_id="$(printf '%s\n' "$order" | awk 'NR == 1 { print $2 }')"
-ltc_order_id="$(printf '%s\n' "$ltc_order" | awk 'NR == 1 { print $2 }')"
-topup_id="$(printf '%s\n' "$topup" | awk 'NR == 1 { print $2 }')"
-printf '%s\n%s\n%s\n' "$order_id" "$ltc_order_id" "$topup_id" >"$dir/demo-intents"
+# --- one intent per method ---------------------------------------------------
+# asset network usd
+methods=(
+    "BTC bitcoin 49.99"
+    "LTC litecoin 25"
+    "ETH ethereum 30"
+    "USDT ethereum 20"
+    "USDC ethereum 15"
+    "TRX tron 12"
+    "USDT tron 10"
+    "SOL solana 25"
+)
+run_id="$(date +%Y%m%d%H%M%S)"
+ids=()
+labels=()
+say "creating one intent per method"
+for m in "${methods[@]}"; do
+    read -r asset network usd <<<"$m"
+    out="$(pw intent create --kind order --reference "devnet-$run_id-$asset-$network" \
+        --account devnet --asset "$asset" --network "$network" --usd "$usd")" \
+        || die "creating the $asset on $network intent failed"
+    id="$(printf '%s\n' "$out" | awk 'NR == 1 { print $2 }')"
+    address="$(printf '%s\n' "$out" | awk '$1 == "pay" { print $NF }')"
+    coin="$(printf '%s\n' "$out" | awk '$1 == "pay" { print $2 }')"
+    due="$(printf '%s\n' "$out" | awk '$1 == "due" { print $2 }')"
+    [ -n "$id" ] && [ -n "$address" ] && [ -n "$due" ] || die "unexpected intent output:
+$out"
+    ids+=("$id")
+    labels+=("$asset/$network")
+    printf '%s %s %s %s %s %s\n' "$id" "$asset" "$network" "$address" "$due" "$coin" >>"$dir/intents"
+done
+created_at=$SECONDS
 
-cat >&2 <<EOF
+# --- the status table --------------------------------------------------------
+# One line per intent from `paywatch intent show`: status, amounts due and
+# received (final and pending), in coins.
+table=
+all_paid=0
+stuck=
+read_table() {
+    local i id out status due fin pend
+    table=
+    all_paid=1
+    stuck=
+    for i in "${!ids[@]}"; do
+        id=${ids[$i]}
+        out="$(pw intent show "$id" 2>/dev/null)" || out=
+        status="$(printf '%s\n' "$out" | awk '$1 == "status" { print $2 }')"
+        due="$(printf '%s\n' "$out" | awk '$1 == "pay" { print $2 }')"
+        fin="$(printf '%s\n' "$out" | awk '$1 == "received" { print $3 }')"
+        pend="$(printf '%s\n' "$out" | awk '$1 == "received" { print $5 }')"
+        table+="$(printf '  %-4s %-15s %-17s due %-12s final %-12s pending %s' \
+            "$id" "${labels[$i]}" "${status:-?}" "${due:-?}" "${fin:-?}" "${pend:-?}")"$'\n'
+        [ "$status" = paid ] || all_paid=0
+        case "$status" in
+        expired | needs_review | resolved) stuck+=" $id ($status)" ;;
+        esac
+    done
+}
+print_table() {
+    printf '\n%s s after creation (amounts in coins):\n%s' "$((SECONDS - created_at))" "$table"
+}
 
-paywatch devnet: database $dir/paywatch.db, config $config
-The simulated customer pays each open intent; watch it go
-awaiting_payment -> confirming -> paid. In another terminal:
+read_table
+print_table
+last=$table
 
-  $paywatch --config $config intent show $order_id
-  $paywatch --config $config intent show $ltc_order_id     # LTC on a real regtest node
-  $paywatch --config $config intent show $topup_id
+# --- pay each on its chain ---------------------------------------------------
+say "paying each intent on its chain"
+while read -r id asset network address due coin; do
+    case "$network" in
+    bitcoin)
+        printf '    %-15s intent %s: paid by the in-process chain'"'"'s customer\n' "$asset/$network" "$id" >&2
+        ;;
+    litecoin)
+        txid="$(ltc_rpc sendtoaddress "[\"$address\", \"$coin\"]" | result)" \
+            || die "litecoind could not pay intent $id"
+        printf '    %-15s intent %s: %s LTC, tx %s\n' "$asset/$network" "$id" "$coin" "$txid" >&2
+        ;;
+    *)
+        answer="$(curl -s --fail-with-body --max-time 30 -H 'content-type: application/json' \
+            --data "{\"network\":\"$network\",\"asset\":\"$asset\",\"to\":\"$address\",\"amount\":\"$due\"}" \
+            "$DEVNODES_CONTROL_URL/pay")" || die "paying intent $id on $network failed: $answer"
+        txid="$(printf '%s' "$answer" | sed -n 's/.*"txid":"\([^"]*\)".*/\1/p')"
+        printf '    %-15s intent %s: %s base units, tx %s\n' "$asset/$network" "$id" "$due" "$txid" >&2
+        ;;
+    esac
+done <"$dir/intents"
+
+tick=0
+while :; do
+    for name in paywatch_pid devnodes_pid ltc_pid; do
+        alive "${!name}" || {
+            log_tails
+            print_table
+            die "${name%_pid} exited unexpectedly"
+        }
+    done
+    read_table
+    if [ "$table" != "$last" ]; then
+        print_table
+        last=$table
+    fi
+    if [ "$all_paid" = 1 ]; then
+        break
+    fi
+    if [ "$until_paid" = 1 ] && [ -n "$stuck" ]; then
+        log_tails
+        print_table
+        die "not paid:$stuck"
+    fi
+    if [ "$until_paid" = 1 ] && [ $((SECONDS - created_at)) -ge "$timeout_secs" ]; then
+        log_tails
+        pw status >&2 || true
+        print_table
+        die "not all eight paid within ${timeout_secs}s"
+    fi
+    # Litecoin blocks come from here: one every 2 s.
+    tick=$((tick + 1))
+    [ $((tick % 2)) -eq 0 ] && ltc_mine
+    sleep 1
+done
+
+elapsed=$((SECONDS - created_at))
+printf '\nAll eight intents paid, %s s after they were created.\n' "$elapsed"
+if [ "$until_paid" = 1 ]; then
+    exit 0
+fi
+
+cat <<EOF
+
+paywatch keeps watching; Ctrl-C stops it and every node this script started
+(paywatch run, paywatch-devnodes, litecoind). Meanwhile, in another shell:
+
   $paywatch --config $config status
+  $paywatch --config $config intent show ${ids[0]}
   $paywatch --config $config transfers list
   $paywatch --config $config intent create --kind order --reference my-order-1 \\
       --account me --asset ETH --network ethereum --usd 25
-  sqlite3 $dir/paywatch.db 'SELECT * FROM paywatch_payment_status'
-  sqlite3 $dir/paywatch.db 'SELECT * FROM paywatch_balances'
 
-Starting paywatch run; Ctrl-C stops it.
+Pay on the dev chains: BTC intents are paid by the in-process customer; LTC:
+  curl -s --user devnet:devnet --data '{"method":"sendtoaddress","params":["ADDRESS","COINS"]}' http://127.0.0.1:$ltc_rpc_port/
+and the rest (amount in base units: wei, token units, sun, lamports):
+  curl -s --data '{"network":"ethereum","asset":"ETH","to":"ADDRESS","amount":"BASE_UNITS"}' $DEVNODES_CONTROL_URL/pay
 
+Logs: $dir/logs/ (paywatch.log, devnodes.log); endpoints: $env_file
 EOF
-# Not exec: litecoind is stopped when paywatch ends.
-"$paywatch" --config "$config" run
+while :; do
+    for name in paywatch_pid devnodes_pid ltc_pid; do
+        alive "${!name}" || {
+            log_tails
+            die "${name%_pid} exited unexpectedly"
+        }
+    done
+    ltc_mine
+    sleep 2
+done

@@ -172,6 +172,26 @@ failed=$(grep -E '^test result: ' "$log" | grep -Eo '[0-9]+ failed' | awk '{s +=
 if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then
     failed=1 # a build error or crash before any summary
 fi
+
+# --- the devnet --------------------------------------------------------------
+# The README's first command, end to end, in a directory of its own: the dev
+# chains start, one intent per method is paid on its chain, all eight reach
+# `paid`; it stops everything it started. Counted as one test.
+devnet_dir="$(mktemp -d)"
+trap 'rm -f "$log"; rm -rf "$devnet_dir"' EXIT
+say "bash deploy/devnet.sh --until-paid (in $devnet_dir)"
+set +e
+PAYWATCH_DEVNET_DIR="$devnet_dir" bash deploy/devnet.sh --until-paid
+devnet_status=$?
+set -e
+if [ "$devnet_status" -eq 0 ]; then
+    passed=$((passed + 1))
+else
+    say "the devnet failed (exit $devnet_status; above)"
+    failed=$((failed + 1))
+    status=1
+fi
+
 echo
 echo "paywatch: $passed passed, $failed failed"
 exit "$status"

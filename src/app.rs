@@ -167,7 +167,11 @@ pub async fn run_until_with_metrics(
         let counters = metrics.watcher(network);
         match chains::source(network, &ns, deps.watch.clone())? {
             Some(source) => {
-                if ctx.settings.devchain.autopay && ns.source == "node" && ns.chain == "regtest" {
+                if ctx.settings.devchain.autopay
+                    && ctx.settings.devchain.regtest_customer
+                    && ns.source == "node"
+                    && ns.chain == "regtest"
+                {
                     DevChains::spawn_regtest_customer(
                         network,
                         &ns,

@@ -99,7 +99,8 @@ impl DevChains {
     /// Dev only: on a local regtest node (`source = "node"`, `chain =
     /// "regtest"`), the node's own wallet is the customer: it pays each open
     /// intent exactly what it is due, once, and a block is mined every
-    /// `block_secs`, so the devnet shows the whole path on a real node.
+    /// `block_secs`. Off with `devchain.regtest_customer = false`, as
+    /// `deploy/devnet.sh` runs it: there the devnet script pays and mines.
     pub fn spawn_regtest_customer(
         network: Network,
         ns: &NetworkSettings,

@@ -264,6 +264,12 @@ impl Default for ElectrumSettings {
 pub struct DevchainSettings {
     pub block_secs: u64,
     pub autopay: bool,
+    /// Dev only, with `autopay`: the wallet of a local regtest node
+    /// (`source = "node"`, `chain = "regtest"`) pays that network's open
+    /// intents and mines a block every `block_secs`. On unless turned off;
+    /// `deploy/devnet.sh` turns it off, as it pays on its nodes itself.
+    #[serde(default = "yes")]
+    pub regtest_customer: bool,
 }
 
 /// The HTTP API: where it listens and who may call it.
@@ -535,6 +541,13 @@ mod tests {
                 .as_deref(),
             Some("TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t")
         );
+    }
+
+    #[test]
+    fn the_regtest_customer_is_on_unless_turned_off() {
+        let s = Settings::load(None).unwrap();
+        assert!(!s.devchain.autopay);
+        assert!(s.devchain.regtest_customer);
     }
 
     #[test]
