@@ -77,10 +77,12 @@ say "installing the local chain nodes if missing (deploy/install-nodes.sh)"
 bash deploy/install-nodes.sh
 
 say "building paywatch and paywatch-devnodes"
-cargo build --locked --bin paywatch
-# A build of its own: with the Solana test node (litesvm), which the
-# paywatch binary never links.
-cargo build --locked -p paywatch-testkit --features devnodes --bin paywatch-devnodes
+# One build with the test suite's features (`deploy/test.sh` builds the same
+# set), so after the tests this is already done, and on a fresh machine the
+# devnet's build is the tests' build. paywatch-devnodes needs the Solana test
+# node (litesvm) that the `devnodes` feature brings; release builds of
+# paywatch (`cargo build --release --bin paywatch`) never link it.
+cargo build --locked --workspace --all-features --bins
 target_dir="$(cargo metadata --format-version 1 --no-deps --locked \
     | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')"
 paywatch="${target_dir:-$repo/target}/debug/paywatch"
