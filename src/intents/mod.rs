@@ -225,14 +225,6 @@ impl IntentService {
                 req.usd_amount
             )));
         }
-        if let Some(intent) = self.store.settled_intent(kind, reference).await? {
-            return Err(IntentError::AlreadyPaid {
-                kind,
-                reference: reference.to_owned(),
-                intent,
-            });
-        }
-
         let rate = self.rates.usd_rate(asset).await?;
         let amount_due = quote(
             cents,
@@ -271,10 +263,23 @@ impl IntentService {
             expires_at_ms: now + self.policy.expiry_secs * 1000,
             create_key,
         };
-        let intent = self.store.insert_intent(&mut tx, &row).await?;
-        self.store
-            .link_address_to_intent(&mut tx, address_id, intent.id)
-            .await?;
+        let Some(intent) = self.store.insert_intent(&mut tx, &row, address_id).await? else {
+            // A settled reference: the rollback returns the address too.
+            drop(tx);
+            // Settlements are never deleted, so the one the insert saw is there.
+            let intent = self
+                .store
+                .settled_intent(kind, reference)
+                .await?
+                .ok_or_else(|| {
+                    StoreError::Corrupt(format!("the settlement of {kind} {reference} vanished"))
+                })?;
+            return Err(IntentError::AlreadyPaid {
+                kind,
+                reference: reference.to_owned(),
+                intent,
+            });
+        };
         tx.commit().await.map_err(StoreError::from)?;
 
         // Watched before the address leaves this function, so no payment to it

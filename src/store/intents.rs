@@ -2,7 +2,7 @@ use paywatch_core::{Amount, Asset, Method, Network};
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
-use super::{amount_col, Store, StoreError, Tx};
+use super::{amount_col, Dialect, Store, StoreError, Tx};
 use crate::reconcile::{Exception, Status};
 use crate::IntentKind;
 
@@ -118,21 +118,39 @@ pub(crate) fn intent_from_row(row: &AnyRow) -> Result<IntentRecord, StoreError> 
 }
 
 impl Store {
+    /// Writes a new intent on the address `address_id` (taken in `tx`), with
+    /// its first history line, its address linked to it and a reconcile
+    /// entry for its first verdict. `None`, writing nothing, when an intent
+    /// of the same kind and reference is already settled: checked in the
+    /// same statement as the insert, so it costs no round trip of its own.
     pub(crate) async fn insert_intent(
         &self,
         tx: &mut Tx,
         new: &NewIntentRow<'_>,
-    ) -> Result<IntentRecord, StoreError> {
-        // RETURNING the whole row spares a read after commit.
-        let sql = self.sql(&format!(
-            "INSERT INTO intents (kind, reference, account, asset, network, address, decimals, amount_due, \
-             usd_cents, rate_usd, rate_source, rate_at, created_at, expires_at, status, updated_at, twin_address, \
-             create_key) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, NUM($8), $9, $10, $11, $12, $13, $14, 'awaiting_payment', $13, $15, \
-             $16) \
-             RETURNING {INTENT_COLUMNS}"
-        ));
-        let row = sqlx::query(&sql)
+        address_id: i64,
+    ) -> Result<Option<IntentRecord>, StoreError> {
+        const INSERT: &str = "INSERT INTO intents (kind, reference, account, asset, network, address, \
+             decimals, amount_due, usd_cents, rate_usd, rate_source, rate_at, created_at, expires_at, \
+             status, updated_at, twin_address, create_key) \
+             SELECT $1, $2, $3, $4, $5, $6, $7, NUM($8), $9, $10, $11, $12, $13, $14, \
+             'awaiting_payment', $13, $15, $16 \
+             WHERE NOT EXISTS (SELECT 1 FROM settlements WHERE kind = $1 AND reference = $2)";
+        // On PostgreSQL the four writes are one statement: intent creation is
+        // the storefront's hot path, and each statement is a round trip and
+        // a parse and plan. SQLite has no writing CTEs, and no network
+        // between it and us either.
+        let sql = match self.dialect() {
+            Dialect::Postgres => self.sql(&format!(
+                "WITH i AS ({INSERT} RETURNING *), \
+                 q AS (INSERT INTO reconcile_queue (network, address) SELECT network, address FROM i), \
+                 e AS (INSERT INTO intent_events (intent_id, at, kind, status) \
+                       SELECT id, created_at, 'created', status FROM i), \
+                 l AS (UPDATE addresses SET intent_id = i.id FROM i WHERE addresses.id = $17) \
+                 SELECT {INTENT_COLUMNS} FROM i"
+            )),
+            Dialect::Sqlite => self.sql(&format!("{INSERT} RETURNING {INTENT_COLUMNS}")),
+        };
+        let mut query = sqlx::query(&sql)
             .bind(new.kind.as_str())
             .bind(new.reference)
             .bind(new.account)
@@ -148,28 +166,35 @@ impl Store {
             .bind(new.created_at_ms)
             .bind(new.expires_at_ms)
             .bind(crate::twin::twin(new.method.network(), new.address).map(|(_, a)| a))
-            .bind(new.create_key)
-            .fetch_one(&mut **tx)
-            .await?;
+            .bind(new.create_key);
+        if self.dialect() == Dialect::Postgres {
+            query = query.bind(address_id);
+        }
+        let Some(row) = query.fetch_optional(&mut **tx).await? else {
+            return Ok(None);
+        };
         let intent = intent_from_row(&row)?;
-        let id = intent.id;
-        // Reconcile gives every new intent its first verdict and reason.
-        sqlx::query("INSERT INTO reconcile_queue (network, address) VALUES ($1, $2)")
-            .bind(new.method.network().as_str())
-            .bind(new.address)
-            .execute(&mut **tx)
+        if self.dialect() == Dialect::Sqlite {
+            // Reconcile gives every new intent its first verdict and reason.
+            sqlx::query("INSERT INTO reconcile_queue (network, address) VALUES ($1, $2)")
+                .bind(new.method.network().as_str())
+                .bind(new.address)
+                .execute(&mut **tx)
+                .await?;
+            self.insert_intent_event(
+                tx,
+                intent.id,
+                new.created_at_ms,
+                "created",
+                Some(Status::AwaitingPayment),
+                None,
+                None,
+            )
             .await?;
-        self.insert_intent_event(
-            tx,
-            id,
-            new.created_at_ms,
-            "created",
-            Some(Status::AwaitingPayment),
-            None,
-            None,
-        )
-        .await?;
-        Ok(intent)
+            self.link_address_to_intent(tx, address_id, intent.id)
+                .await?;
+        }
+        Ok(Some(intent))
     }
 
     #[allow(clippy::too_many_arguments)]
