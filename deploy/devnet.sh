@@ -53,7 +53,7 @@ die() {
 
 # --- what it needs -----------------------------------------------------------
 command -v cargo >/dev/null 2>&1 \
-    || die "cargo is not installed; install Rust (https://rustup.rs, 1.85 or newer) and run again"
+    || die "cargo is not installed; install Rust (https://rustup.rs, 1.89 or newer) and run again"
 apt_updated=
 apt_install() {
     [ "$(id -u)" = 0 ] || die "$1 is missing; run: sudo apt-get install -y $2"

@@ -48,7 +48,7 @@ apt_install() {
 
 # --- toolchain ---------------------------------------------------------------
 command -v cargo >/dev/null 2>&1 \
-    || die "cargo is not installed; install Rust 1.85 or newer (https://rustup.rs) and run again"
+    || die "cargo is not installed; install Rust 1.89 or newer (https://rustup.rs) and run again"
 if ! command -v cc >/dev/null 2>&1; then
     say "installing a C compiler (SQLite and TLS are built from C)"
     apt_install build-essential

@@ -959,7 +959,7 @@ fn address_arg(address: &str) -> Result<String, AnvilError> {
 fn hex_arg(what: &'static str, data: &str) -> Result<String, AnvilError> {
     let hex = data.trim();
     let hex = hex.strip_prefix("0x").unwrap_or(hex);
-    if hex.len() % 2 == 0 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if hex.len().is_multiple_of(2) && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
         Ok(format!("0x{hex}"))
     } else {
         Err(AnvilError::InvalidInput {

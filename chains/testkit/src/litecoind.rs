@@ -887,7 +887,7 @@ pub fn decode_hex(hex: &str) -> Option<Vec<u8>> {
         }
     }
     let bytes = hex.as_bytes();
-    if bytes.len() % 2 != 0 {
+    if !bytes.len().is_multiple_of(2) {
         return None;
     }
     bytes

@@ -206,7 +206,7 @@ pub fn from_hex(hex: &str) -> Result<Vec<u8>, BlockError> {
         }
     }
     let hex = hex.trim().as_bytes();
-    if hex.len() % 2 != 0 {
+    if !hex.len().is_multiple_of(2) {
         return Err(BlockError::NotHex(format!(
             "odd length {} of a hex string",
             hex.len()
