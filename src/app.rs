@@ -40,6 +40,8 @@ pub enum AppError {
     },
     #[error(transparent)]
     ApiTokens(#[from] crate::api::TokenConfigError),
+    #[error(transparent)]
+    RunLock(#[from] crate::store::RunLockError),
 }
 
 /// Everything built from settings, shared by `run` and the one-shot commands.
@@ -129,6 +131,8 @@ pub async fn run_until_with_metrics(
     metrics: MetricsState,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), AppError> {
+    // First of all: a second instance on one SQLite file must not start.
+    let _run_lock = crate::store::RunLock::acquire(&ctx.settings.database.url).await?;
     // Bound before anything starts, so a taken port stops a clean process.
     let metrics_listener = crate::metrics::bind(&ctx.settings.metrics)
         .await

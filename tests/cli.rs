@@ -822,3 +822,74 @@ listen = "127.0.0.1:{metrics_port}"
     let status = daemon.terminate(Duration::from_secs(10));
     assert!(status.success(), "paywatch run exited with {status}");
 }
+
+#[test]
+fn a_second_run_on_one_sqlite_file_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("paywatch.db");
+    let config = write(
+        &dir.path().join("paywatch.toml"),
+        &format!(
+            r#"
+[database]
+url = "{}"
+
+[rates.fixed]
+BTC = "50000"
+
+[networks.bitcoin]
+enabled = true
+source = "devchain"
+"#,
+            sqlite_url(&db)
+        ),
+    );
+    let c = config.as_path();
+    let first = Daemon::start(c, dir.path().join("first.log"));
+    // The first holds the lock once its pid is written beside the database.
+    let lock = dir.path().join("paywatch.db.run-lock");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while fs::read_to_string(&lock)
+        .unwrap_or_default()
+        .trim()
+        .is_empty()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the first run never took its lock\nlog:\n{}",
+            first.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    let second = paywatch(c).arg("run").output().unwrap();
+    assert!(!second.status.success(), "a second run started");
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        stderr.contains("another paywatch run")
+            && stderr.contains("single-instance")
+            && stderr.contains(&db.display().to_string()),
+        "{stderr}"
+    );
+    // One-shot commands still work beside the running instance.
+    run(c, &["status"]).ok();
+
+    let status = first.terminate(Duration::from_secs(10));
+    assert!(status.success(), "the first run exited with {status}");
+    // Once it has stopped, the next run may start.
+    let third = Daemon::start(c, dir.path().join("third.log"));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let holder = fs::read_to_string(&lock).unwrap_or_default();
+        if holder.trim() == third.child.as_ref().unwrap().id().to_string() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the next run did not take the lock\nlog:\n{}",
+            third.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(third.terminate(Duration::from_secs(10)).success());
+}
