@@ -231,7 +231,7 @@ fn vote(keys: &mut Keys) -> Tx {
 /// a plain legacy SOL transfer. `paid` is the recipient of its lamports.
 fn user(keys: &mut Keys, n: usize, paid: [u8; 32]) -> Tx {
     let payer = keys.raw();
-    if n % 4 == 0 {
+    if n.is_multiple_of(4) {
         return Tx {
             signature: signature(keys),
             header: header(2),
