@@ -47,9 +47,22 @@ pub struct WatcherDeps {
     pub progress: Arc<Notify>,
 }
 
-/// Issued addresses are re-read with this overlap, so an address committed
-/// late by a concurrent transaction is still picked up.
+/// Issued addresses are re-read with an overlap, so an address committed
+/// late by a concurrent transaction, or stamped by another instance whose
+/// clock runs behind, is still picked up. Each poll looks back
+/// [`RECENT_OVERLAP_MS`]; once a minute a sweep looks back this far. Five
+/// minutes at every poll meant re-reading every address issued in the last
+/// five minutes each poll: after a burst of creates, tens of thousands of
+/// rows a second, which held a runtime thread for tens of milliseconds and
+/// put that into the API's tail latency.
 const WATCH_REFRESH_OVERLAP_MS: i64 = 5 * 60 * 1000;
+/// What each poll looks back: far longer than an issuing transaction takes
+/// to commit.
+const RECENT_OVERLAP_MS: i64 = 5_000;
+/// How often the long look back runs.
+const SWEEP_EVERY_MS: i64 = 60_000;
+/// Addresses keyed into the watch set between two yields to the runtime.
+const KEYS_PER_YIELD: usize = 512;
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
 pub async fn run<S: BlockSource>(
@@ -73,7 +86,7 @@ pub(crate) async fn run_with_metrics<S: BlockSource>(
 ) -> Result<(), WatcherError> {
     let span = tracing::info_span!("watcher", network = %cfg.network);
     async move {
-        let mut watcher = Watcher { cfg, deps, metrics, refreshed_at: None, backoff: Duration::ZERO, cursor_stale: false };
+        let mut watcher = Watcher { cfg, deps, metrics, refreshed_at: None, swept_at: None, backoff: Duration::ZERO, cursor_stale: false };
         let mut stream: Option<CanonicalStream<S>> = None;
         let new_head = source.head_signal();
         let mut source = Some(source);
@@ -148,6 +161,8 @@ struct Watcher {
     deps: WatcherDeps,
     metrics: Arc<WatcherMetrics>,
     refreshed_at: Option<i64>,
+    /// When the watch set last looked back [`WATCH_REFRESH_OVERLAP_MS`].
+    swept_at: Option<i64>,
     backoff: Duration,
     /// The stream's cursor no longer matches the database's (a write failed
     /// after the stream moved on, or another worker moved it): reload it
@@ -373,9 +388,13 @@ impl Watcher {
     ) -> Result<(), Trouble> {
         let now = self.now();
         let first_look = self.refreshed_at.is_none();
-        let since = self
-            .refreshed_at
-            .map_or(i64::MIN, |t| t - WATCH_REFRESH_OVERLAP_MS);
+        let (since, sweep) = match (self.refreshed_at, self.swept_at) {
+            (Some(_), Some(swept)) if now - swept >= SWEEP_EVERY_MS => {
+                (swept - WATCH_REFRESH_OVERLAP_MS, true)
+            }
+            (Some(refreshed), Some(_)) => (refreshed - RECENT_OVERLAP_MS, false),
+            _ => (i64::MIN, true),
+        };
         let mut issued = self
             .deps
             .store
@@ -389,14 +408,26 @@ impl Watcher {
                 crate::twin::twin(other, &address).map(|(_, mine)| (mine, at))
             }));
         }
-        let learned: Vec<(String, i64)> = issued
-            .into_iter()
-            .filter(|(address, _)| self.deps.watch.insert(address))
-            .collect();
+        let mut learned: Vec<(String, i64)> = Vec::new();
+        for chunk in issued.chunks(KEYS_PER_YIELD) {
+            learned.extend(
+                chunk
+                    .iter()
+                    .filter(|(address, _)| self.deps.watch.insert(address))
+                    .cloned(),
+            );
+            // Keying is CPU work (a script or key hash per address): a long
+            // look back yields between chunks rather than holding a runtime
+            // thread that API requests are waiting on.
+            tokio::task::yield_now().await;
+        }
         if !first_look && !learned.is_empty() {
             self.rescan_for(stream, &learned).await?;
         }
         self.refreshed_at = Some(now);
+        if sweep {
+            self.swept_at = Some(now);
+        }
         Ok(())
     }
 }

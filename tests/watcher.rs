@@ -22,6 +22,7 @@ on_both_databases!(
     a_node_outage_leaves_the_watcher_degraded_then_it_recovers_without_loss,
     a_reorg_deeper_than_allowed_halts_the_watcher_and_says_so,
     an_address_issued_by_another_instance_is_watched_within_one_poll,
+    an_address_committed_long_after_it_was_stamped_is_found_by_the_sweep,
 );
 
 struct Running {
@@ -318,5 +319,68 @@ async fn a_block_read_before_the_watcher_learned_of_an_address_is_read_again(b: 
     assert_eq!(recorded[0].block_height, tip);
     h.reconciler.run_until_idle().await.unwrap();
     assert_eq!(h.intent(intent.id).await.status, Status::Paid);
+    running.stop().await.expect("a clean stop");
+}
+
+/// Another instance stamped an address issued at T but committed it much
+/// later (a stalled transaction, or its clock behind this one's): the
+/// per-poll look back (seconds) misses it, the minutely sweep (five minutes
+/// back) finds it, and the block that paid it meanwhile is read again.
+async fn an_address_committed_long_after_it_was_stamped_is_found_by_the_sweep(b: Backend) {
+    let mut h = Harness::new(b, Network::Ethereum, 1).await;
+    let pool = h.import_pool(1).await;
+    let own = Arc::new(WatchSet::new(Network::Ethereum));
+    let t0 = h.clock.now_ms();
+    let running = start(&h, own.clone(), 10);
+    wait_for(&h, "the first poll", |s| s.watcher_state == "running").await;
+    h.clock.advance_secs(30);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    h.pay(
+        &pool[0],
+        Asset::Eth,
+        paywatch_core::Amount(40_000_000_000_000_000),
+    );
+    h.mine(1);
+    let tip = h.chain.height();
+    wait_for(&h, "the paying block read", |s| {
+        s.cursor_height == Some(tip)
+    })
+    .await;
+    // Committed now, stamped well before the watcher's last look (mining
+    // moved the clock on too).
+    let issued = h
+        .store
+        .execute_raw(&format!(
+            "UPDATE addresses SET issued_at = {} WHERE network = 'ethereum'",
+            t0 + 10_000
+        ))
+        .await
+        .unwrap();
+    assert_eq!(issued, 1);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !own.contains(&pool[0]),
+        "the per-poll look back is seconds, not minutes"
+    );
+
+    // A minute after the last sweep, the next poll looks five minutes back.
+    h.clock.advance_secs(61);
+    for _ in 0..500 {
+        if !h
+            .store
+            .transfers(Some(h.network), None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(own.contains(&pool[0]), "the sweep found it");
+    let recorded = h.store.transfers(Some(h.network), None, 10).await.unwrap();
+    assert_eq!(recorded.len(), 1, "the paying block was read again");
+    assert_eq!(recorded[0].block_height, tip);
     running.stop().await.expect("a clean stop");
 }
