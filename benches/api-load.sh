@@ -84,12 +84,6 @@ for _ in $(seq 600); do
   sleep 0.2
 done
 echo "reconcile queue drained $(( ($(date +%s%N) - START) / 1000000 )) ms after the creates"
-# The burst took the tables from empty to tens of thousands of rows in
-# seconds; autovacuum analyzes them within a minute (autovacuum_naptime),
-# and until then plans made for empty tables (seq scans in the reconciler's
-# and watcher's periodic queries) cost milliseconds of CPU each. Analyze now,
-# as autovacuum would, so reads are measured in steady state.
-psql "$PG/$DB" -qc "ANALYZE" >&2
 RATE_CONNS=${RATE_CONNS:-10}
 MAX_ID=$MADE PACE_MS=$RATE_CONNS run read-paced-1000 "$REPO/benches/api/read.lua" "$RATE_CONNS"
 MAX_ID=$MADE run read "$REPO/benches/api/read.lua"
