@@ -127,7 +127,7 @@ impl MetricsState {
                 counters: self.watcher(*network),
             });
         }
-        let stored = self.store.intent_counts_by_status().await?;
+        let (stored, reversed) = self.store.intent_counts_by_status().await?;
         // Every status gets a series, 0 when no intent has it.
         let mut intents: Vec<(String, i64)> = Status::ALL
             .iter()
@@ -139,7 +139,11 @@ impl MetricsState {
                 None => intents.push((status, n)),
             }
         }
-        Ok(Scrape { chains, intents })
+        Ok(Scrape {
+            chains,
+            intents,
+            reversed,
+        })
     }
 }
 
@@ -148,6 +152,8 @@ impl MetricsState {
 struct Scrape {
     chains: Vec<ChainRow>,
     intents: Vec<(String, i64)>,
+    /// Intents whose settled money a reorg took back.
+    reversed: i64,
 }
 
 #[derive(Debug)]
@@ -329,6 +335,12 @@ fn render(scrape: &Scrape) -> String {
         "Intents waiting for an operator (status needs_review).",
     );
     out.sample("paywatch_review_queue", &[], review);
+    out.family(
+        "paywatch_intents_reversed",
+        "gauge",
+        "Intents whose settled money a reorg took back (exception reversed); a rise is a reversed credit.",
+    );
+    out.sample("paywatch_intents_reversed", &[], scrape.reversed);
     out.0
 }
 
@@ -477,6 +489,7 @@ x_seconds_count{network=\"bitcoin\"} 5
                 counters: Arc::default(),
             }],
             intents: vec![("needs_review".into(), 2)],
+            reversed: 1,
         };
         let text = render(&scrape);
         assert!(text.contains("paywatch_watcher_up{network=\"bitcoin\"} 0\n"));
@@ -484,5 +497,6 @@ x_seconds_count{network=\"bitcoin\"} 5
         assert!(text.contains("paywatch_watcher_state{network=\"bitcoin\",state=\"halted\"} 0\n"));
         assert!(!text.contains("paywatch_chain_tip_height{"));
         assert!(text.contains("paywatch_review_queue 2\n"));
+        assert!(text.contains("paywatch_intents_reversed 1\n"));
     }
 }
