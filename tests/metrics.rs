@@ -6,7 +6,7 @@
 #[macro_use]
 mod common;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::{Duration, Instant};
 
 use bitcoin::hashes::{sha256, Hash};
@@ -77,6 +77,32 @@ impl Daemon {
             .expect("daemon task")
             .expect("the daemon ran");
     }
+}
+
+/// The metric names in the `expr:` lines of the shipped alert rules.
+fn alert_rule_metrics() -> BTreeSet<String> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/prometheus-alerts.yml");
+    let rules = std::fs::read_to_string(path).expect("deploy/prometheus-alerts.yml");
+    let mut names = BTreeSet::new();
+    for line in rules.lines() {
+        let Some(expr) = line.trim().strip_prefix("expr:") else {
+            continue;
+        };
+        let mut rest = expr;
+        while let Some(at) = rest.find("paywatch_") {
+            let tail = &rest[at..];
+            let end = tail
+                .find(|c: char| !(c.is_ascii_lowercase() || c == '_'))
+                .unwrap_or(tail.len());
+            names.insert(tail[..end].to_owned());
+            rest = &tail[end..];
+        }
+    }
+    assert!(
+        names.len() >= 5,
+        "too few metrics found in {path}: {names:?}"
+    );
+    names
 }
 
 /// One parsed sample line: name, labels, value as written.
@@ -326,6 +352,15 @@ async fn scrape_reports_the_chain_and_intents(b: Backend) {
         polls
     );
     assert!(value(&samples, "paywatch_source_request_seconds_sum", &btc).is_some());
+
+    assert_eq!(int(&samples, "paywatch_intents_reversed", &[]), 0);
+    // Every metric the shipped alert rules watch is in a live scrape.
+    for metric in alert_rule_metrics() {
+        assert!(
+            samples.iter().any(|(name, _, _)| *name == metric),
+            "deploy/prometheus-alerts.yml watches {metric}, which paywatch does not export:\n{body}"
+        );
+    }
 
     // Stopping the daemon closes the database: the scrape says so, in one line.
     daemon.stop().await;
