@@ -10,24 +10,13 @@
 #[macro_use]
 mod common;
 
-use std::collections::HashMap;
-use std::sync::Arc;
-
-use common::api::ApiClient;
+use common::api::{context_with_role_tokens, ApiClient, OPERATOR, STOREFRONT, SUPPORT};
 use common::browser::Browser;
 use common::{Backend, Harness};
-use paywatch::api::TokenTable;
-use paywatch::app::Context;
-use paywatch::clock::Clock;
 use paywatch::reconcile::{Exception, Status};
-use paywatch::settings::Settings;
 use paywatch_core::{Asset, Network};
 use reqwest::header::{LOCATION, SET_COOKIE};
 use reqwest::{Client, StatusCode};
-
-const STOREFRONT: &str = "shop-token-3f9a";
-const OPERATOR: &str = "ops-token-81c2";
-const SUPPORT: &str = "help-token-77d0";
 
 /// A note no page may run: it must come back as text.
 const HOSTILE_NOTE: &str = "paid 2 min late <script>window.pwned=1</script> & ok";
@@ -43,32 +32,7 @@ impl World {
     async fn new(b: Backend) -> World {
         let mut h = Harness::new(b, Network::Litecoin, 1).await;
         h.import_pool(6).await;
-        let mut settings = Settings::load(None).expect("defaults");
-        settings.database.url = h.db.url.clone();
-        settings
-            .networks
-            .get_mut("litecoin")
-            .expect("litecoin settings")
-            .enabled = true;
-        for (role, token) in [
-            ("storefront", STOREFRONT),
-            ("operator", OPERATOR),
-            ("support", SUPPORT),
-        ] {
-            settings
-                .api
-                .tokens
-                .insert(role.into(), vec![TokenTable::hash_token(token)]);
-        }
-        let clock: Arc<dyn Clock> = h.clock.clone();
-        let ctx = Context {
-            settings,
-            store: h.store.clone(),
-            clock,
-            watch: HashMap::from([(Network::Litecoin, h.watch.clone())]),
-            intents: h.intents.clone(),
-            reconciler: h.reconciler.clone(),
-        };
+        let ctx = context_with_role_tokens(&h);
         let base = ApiClient::serve(ctx).await.base;
         let http = Client::builder()
             .redirect(reqwest::redirect::Policy::none())

@@ -6,23 +6,12 @@
 #[macro_use]
 mod common;
 
-use std::collections::HashMap;
-use std::sync::Arc;
-
-use common::api::ApiClient;
+use common::api::{context_with_role_tokens, ApiClient, OPERATOR, STOREFRONT, SUPPORT};
 use common::{Backend, Harness};
-use paywatch::api::TokenTable;
-use paywatch::app::Context;
-use paywatch::clock::Clock;
 use paywatch::reconcile::{Exception, Status};
-use paywatch::settings::Settings;
 use paywatch_core::{Amount, Asset, Network};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
-
-const STOREFRONT: &str = "shop-token-3f9a";
-const OPERATOR: &str = "ops-token-81c2";
-const SUPPORT: &str = "help-token-77d0";
 
 struct World {
     h: Harness,
@@ -33,32 +22,7 @@ impl World {
     async fn new(b: Backend) -> World {
         let mut h = Harness::new(b, Network::Litecoin, 1).await;
         h.import_pool(6).await;
-        let mut settings = Settings::load(None).expect("defaults");
-        settings.database.url = h.db.url.clone();
-        settings
-            .networks
-            .get_mut("litecoin")
-            .expect("litecoin settings")
-            .enabled = true;
-        for (role, token) in [
-            ("storefront", STOREFRONT),
-            ("operator", OPERATOR),
-            ("support", SUPPORT),
-        ] {
-            settings
-                .api
-                .tokens
-                .insert(role.into(), vec![TokenTable::hash_token(token)]);
-        }
-        let clock: Arc<dyn Clock> = h.clock.clone();
-        let ctx = Context {
-            settings,
-            store: h.store.clone(),
-            clock,
-            watch: HashMap::from([(Network::Litecoin, h.watch.clone())]),
-            intents: h.intents.clone(),
-            reconciler: h.reconciler.clone(),
-        };
+        let ctx = context_with_role_tokens(&h);
         let client = ApiClient::serve(ctx).await;
         let _ = &mut h;
         World { h, client }

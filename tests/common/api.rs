@@ -1,10 +1,53 @@
 //! The HTTP API served on a port of its own over a test's Context, and a
 //! client that reads every answer as JSON (images as their type and size).
 
-use paywatch::api::{self, ApiState};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use paywatch::api::{self, ApiState, TokenTable};
 use paywatch::app::Context;
+use paywatch::clock::Clock;
+use paywatch::settings::Settings;
 use reqwest::{Client, Method, StatusCode};
 use serde_json::{json, Value};
+
+use super::Harness;
+
+/// One token per role, as `context_with_role_tokens` configures them.
+pub const STOREFRONT: &str = "shop-token-3f9a";
+pub const OPERATOR: &str = "ops-token-81c2";
+pub const SUPPORT: &str = "help-token-77d0";
+
+/// The daemon's Context over a harness: its network enabled, its store,
+/// clock, watch set, intents and reconciler, and the three role tokens.
+pub fn context_with_role_tokens(h: &Harness) -> Context {
+    let mut settings = Settings::load(None).expect("defaults");
+    settings.database.url = h.db.url.clone();
+    settings
+        .networks
+        .get_mut(h.network.as_str())
+        .expect("the harness network has settings")
+        .enabled = true;
+    for (role, token) in [
+        ("storefront", STOREFRONT),
+        ("operator", OPERATOR),
+        ("support", SUPPORT),
+    ] {
+        settings
+            .api
+            .tokens
+            .insert(role.into(), vec![TokenTable::hash_token(token)]);
+    }
+    let clock: Arc<dyn Clock> = h.clock.clone();
+    Context {
+        settings,
+        store: h.store.clone(),
+        clock,
+        watch: HashMap::from([(h.network, h.watch.clone())]),
+        intents: h.intents.clone(),
+        reconciler: h.reconciler.clone(),
+    }
+}
 
 pub struct ApiClient {
     pub base: String,
