@@ -43,7 +43,7 @@ const BUCKETS_US: [u64; 11] = [
 
 /// Every state a watcher records; each gets a series, so an alert on
 /// `state="halted"` sees a 0 rather than no data while all is well.
-const WATCHER_STATES: [&str; 4] = ["starting", "running", "degraded", "halted"];
+const WATCHER_STATES: [&str; 5] = ["starting", "running", "degraded", "stalled", "halted"];
 
 /// A latency histogram. Each slot counts its own bucket only (the last one
 /// is above every bound): one increment per observation, and the cumulative
@@ -256,7 +256,8 @@ fn render(scrape: &Scrape) -> String {
         "1 while the watcher is running, 0 when starting, degraded or halted.",
     );
     for c in &scrape.chains {
-        let up = u8::from(state_of(c) == "running");
+        // A stalled watcher is up: it polls and answers; its own alert says why.
+        let up = u8::from(matches!(state_of(c), "running" | "stalled"));
         out.sample(
             "paywatch_watcher_up",
             &[("network", c.network.as_str())],

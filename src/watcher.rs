@@ -15,6 +15,7 @@ use crate::metrics::WatcherMetrics;
 use crate::store::{ApplyOutcome, Store, StoreError};
 
 mod rescan;
+mod stall;
 
 #[derive(Debug, Clone)]
 pub struct WatcherConfig {
@@ -86,7 +87,8 @@ pub(crate) async fn run_with_metrics<S: BlockSource>(
 ) -> Result<(), WatcherError> {
     let span = tracing::info_span!("watcher", network = %cfg.network);
     async move {
-        let mut watcher = Watcher { cfg, deps, metrics, refreshed_at: None, swept_at: None, backoff: Duration::ZERO, cursor_stale: false };
+        let (network_of_cfg, now_of_deps) = (cfg.network, deps.clock.now_ms());
+        let mut watcher = Watcher { cfg, deps, metrics, refreshed_at: None, swept_at: None, stall: stall::StallWatch::new(network_of_cfg, now_of_deps), backoff: Duration::ZERO, cursor_stale: false };
         let mut stream: Option<CanonicalStream<S>> = None;
         let new_head = source.head_signal();
         let mut source = Some(source);
@@ -163,6 +165,7 @@ struct Watcher {
     refreshed_at: Option<i64>,
     /// When the watch set last looked back [`WATCH_REFRESH_OVERLAP_MS`].
     swept_at: Option<i64>,
+    stall: stall::StallWatch,
     backoff: Duration,
     /// The stream's cursor no longer matches the database's (a write failed
     /// after the stream moved on, or another worker moved it): reload it
@@ -260,9 +263,19 @@ impl Watcher {
             .map_err(|e| Trouble::Transient(e.to_string()))?
             .unwrap_or(0);
         let tip = s.last_tip().map_or(0, |t| t.height);
+        let now = self.now();
+        let stalled = self
+            .stall
+            .observe(s.cursor_tip().map_or(0, |c| c.height), now);
         self.deps
             .store
-            .record_chain_progress(network, tip, final_height, self.now())
+            .record_chain_progress_in_state(
+                network,
+                tip,
+                final_height,
+                now,
+                stalled.as_deref().map(|why| ("stalled", why)),
+            )
             .await?;
         self.deps.progress.notify_one();
         if self.backoff > Duration::ZERO {

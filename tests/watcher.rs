@@ -23,6 +23,7 @@ on_both_databases!(
     a_reorg_deeper_than_allowed_halts_the_watcher_and_says_so,
     an_address_issued_by_another_instance_is_watched_within_one_poll,
     an_address_committed_long_after_it_was_stamped_is_found_by_the_sweep,
+    a_watcher_without_new_blocks_for_six_block_times_is_stalled_until_one_comes,
 );
 
 struct Running {
@@ -382,5 +383,31 @@ async fn an_address_committed_long_after_it_was_stamped_is_found_by_the_sweep(b:
     let recorded = h.store.transfers(Some(h.network), None, 10).await.unwrap();
     assert_eq!(recorded.len(), 1, "the paying block was read again");
     assert_eq!(recorded[0].block_height, tip);
+    running.stop().await.expect("a clean stop");
+}
+
+async fn a_watcher_without_new_blocks_for_six_block_times_is_stalled_until_one_comes(b: Backend) {
+    let h = Harness::new(b, Network::Bitcoin, 1).await;
+    let running = start(&h, h.watch.clone(), 10);
+    wait_for(&h, "the first poll", |s| s.watcher_state == "running").await;
+    // 59 minutes without a block is still a quiet spell on Bitcoin.
+    h.clock.advance_secs(59 * 60);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let status = h.store.chain_status(h.network).await.unwrap().unwrap();
+    assert_eq!(status.watcher_state, "running");
+    // An hour is about six block times.
+    h.clock.advance_secs(2 * 60);
+    wait_for(&h, "stalled", |s| s.watcher_state == "stalled").await;
+    let status = h.store.chain_status(h.network).await.unwrap().unwrap();
+    let why = status.last_error.unwrap_or_default();
+    assert!(
+        why.contains("no new block for 3660 s") && why.contains("bitcoin"),
+        "{why}"
+    );
+    h.mine(1);
+    wait_for(&h, "running again", |s| {
+        s.watcher_state == "running" && s.last_error.is_none()
+    })
+    .await;
     running.stop().await.expect("a clean stop");
 }

@@ -387,6 +387,21 @@ impl Store {
         final_height: u64,
         now_ms: i64,
     ) -> Result<(), StoreError> {
+        self.record_chain_progress_in_state(network, tip_height, final_height, now_ms, None)
+            .await
+    }
+
+    /// [`record_chain_progress`](Self::record_chain_progress), with the
+    /// watcher's state and why when it is not plainly `running` (a watcher
+    /// that polls fine but gets no blocks is `stalled`).
+    pub async fn record_chain_progress_in_state(
+        &self,
+        network: Network,
+        tip_height: u64,
+        final_height: u64,
+        now_ms: i64,
+        trouble: Option<(&str, &str)>,
+    ) -> Result<(), StoreError> {
         let mut tx = self.begin().await?;
         let sql = self.sql("SELECT final_height FROM chain_state WHERE network = $1 FOR_UPDATE");
         let previous: Option<i64> = sqlx::query(&sql)
@@ -399,13 +414,15 @@ impl Store {
         let reported = to_i64(final_height);
         let rises = previous.is_none_or(|p| reported > p);
         sqlx::query(
-            "UPDATE chain_state SET tip_height = $2, final_height = $3, watcher_state = 'running', \
-             last_error = NULL, updated_at = $4 WHERE network = $1",
+            "UPDATE chain_state SET tip_height = $2, final_height = $3, watcher_state = $5, \
+             last_error = $6, updated_at = $4 WHERE network = $1",
         )
         .bind(network.as_str())
         .bind(to_i64(tip_height))
         .bind(if rises { Some(reported) } else { previous })
         .bind(now_ms)
+        .bind(trouble.map_or("running", |(state, _)| state))
+        .bind(trouble.map(|(_, why)| why))
         .execute(&mut *tx)
         .await?;
         if rises {
