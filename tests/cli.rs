@@ -580,11 +580,11 @@ fn wait_until_paid(config: &Path, id: &str, daemon: &Daemon, within: Duration) -
     }
 }
 
-#[test]
-fn run_on_a_dev_chain_pays_intents_and_stops_on_sigterm() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = write(
-        &dir.path().join("paywatch.toml"),
+/// A SQLite config with Bitcoin on a dev chain that mines every second and
+/// a customer that pays every open intent; `extra` is appended.
+fn dev_chain_config(dir: &Path, extra: &str) -> PathBuf {
+    write(
+        &dir.join("paywatch.toml"),
         &format!(
             r#"
 [database]
@@ -605,10 +605,16 @@ poll_interval_ms = 200
 [devchain]
 block_secs = 1
 autopay = true
-"#,
-            sqlite_url(&dir.path().join("paywatch.db"))
+{extra}"#,
+            sqlite_url(&dir.join("paywatch.db"))
         ),
-    );
+    )
+}
+
+#[test]
+fn run_on_a_dev_chain_pays_intents_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dev_chain_config(dir.path(), "");
     let c = config.as_path();
     let pool = write(&dir.path().join("btc.txt"), &BTC_POOL.join("\n"));
     run(
@@ -692,40 +698,19 @@ fn run_serves_the_api_and_metrics_when_configured() {
     let (api_port, metrics_port) = (free_port(), free_port());
     let token = "storefront-token-for-the-run-test";
     let hash = paywatch::api::TokenTable::hash_token(token);
-    let config = write(
-        &dir.path().join("paywatch.toml"),
+    let config = dev_chain_config(
+        dir.path(),
         &format!(
             r#"
-[database]
-url = "{}"
-
-[rates.fixed]
-BTC = "50000"
-
-[reconcile]
-interval_ms = 200
-
-[networks.bitcoin]
-enabled = true
-source = "devchain"
-confirmations = 2
-poll_interval_ms = 200
-
-[devchain]
-block_secs = 1
-autopay = true
-
 [api]
 listen = "127.0.0.1:{api_port}"
 
 [api.tokens]
-storefront = ["{}"]
+storefront = ["{hash}"]
 
 [metrics]
 listen = "127.0.0.1:{metrics_port}"
-"#,
-            sqlite_url(&dir.path().join("paywatch.db")),
-            hash.trim()
+"#
         ),
     );
     let c = config.as_path();
