@@ -42,6 +42,10 @@ enum Command {
     Transfers(TransferCommand),
     /// Each watcher's tip, cursor, lag and last error.
     Status,
+    /// Check the money rules against the database: no top-up credited twice
+    /// or unsettled, none settled uncredited, no reversal without its
+    /// credit, and the ledger's sum. Exits non-zero naming each violation.
+    Check,
     /// Print the SHA-256 (hex) of a bearer token read from stdin, for
     /// api.tokens.<role>: the configuration holds hashes, never tokens.
     HashToken,
@@ -388,6 +392,22 @@ async fn run() -> anyhow::Result<()> {
                     }
                 );
             }
+        }
+        Command::Check => {
+            let check = ctx.store.check_invariants().await?;
+            for v in &check.violations {
+                println!("VIOLATION {}: {}", v.rule, v.detail);
+            }
+            anyhow::ensure!(
+                check.violations.is_empty(),
+                "invariant_violated: {} violation(s) of the money rules (above)",
+                check.violations.len()
+            );
+            println!(
+                "ok: ledger top-ups {} cents = settled top-ups {} cents; no double, missing or \
+                 orphan credit",
+                check.ledger_topup_cents, check.settled_topup_cents
+            );
         }
         Command::Status => {
             for network in Network::ALL {

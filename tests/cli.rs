@@ -639,6 +639,11 @@ fn run_on_a_dev_chain_pays_intents_and_stops_on_sigterm() {
 
     let out = run(c, &["status"]).ok();
     assert!(out.starts_with("bitcoin: "), "{out}");
+    let out = run(c, &["check"]).ok();
+    assert!(
+        out.starts_with("ok: ledger top-ups 0 cents = settled top-ups 0 cents"),
+        "{out}"
+    );
     let transfers = run(c, &["transfers", "list"]).ok();
     assert_eq!(transfers.lines().count(), 1, "{transfers}");
     assert!(
