@@ -442,6 +442,7 @@ async fn killed_while_catching_up_500_blocks_loses_nothing_and_credits_once() {
         daemon.ctx.store.balance_cents("acct-1").await.unwrap(),
         50_000
     );
+    daemon.assert_money_rules().await;
     daemon.stop().await;
 }
 

@@ -413,6 +413,7 @@ async fn killed_while_catching_up_loses_nothing_and_credits_once() {
         w.daemon.ctx.store.balance_cents("acct-1").await.unwrap(),
         8 * 10_000
     );
+    w.daemon.assert_money_rules().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

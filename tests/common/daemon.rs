@@ -221,4 +221,17 @@ impl Daemon {
     pub async fn count(&self, sql: &str) -> i64 {
         self.ctx.store.count_raw(sql).await.unwrap()
     }
+
+    /// The money rules hold (`paywatch check`): no top-up credited twice or
+    /// unsettled, none settled uncredited, the ledger's sum right. Run after
+    /// every fault a story injects.
+    pub async fn assert_money_rules(&self) {
+        let check = self.ctx.store.check_invariants().await.unwrap();
+        assert!(
+            check.violations.is_empty(),
+            "money rules broken: {:#?}",
+            check.violations
+        );
+        assert_eq!(check.ledger_topup_cents, check.settled_topup_cents);
+    }
 }
