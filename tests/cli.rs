@@ -581,9 +581,10 @@ fn wait_until_paid(config: &Path, id: &str, daemon: &Daemon, within: Duration) -
 }
 
 /// A SQLite config with Bitcoin on a dev chain that mines every second and
-/// a customer that pays every open intent; `extra` is appended.
+/// a customer that pays every open intent, `extra` appended; the Bitcoin
+/// pool is imported.
 fn dev_chain_config(dir: &Path, extra: &str) -> PathBuf {
-    write(
+    let config = write(
         &dir.join("paywatch.toml"),
         &format!(
             r#"
@@ -608,17 +609,10 @@ autopay = true
 {extra}"#,
             sqlite_url(&dir.join("paywatch.db"))
         ),
-    )
-}
-
-#[test]
-fn run_on_a_dev_chain_pays_intents_and_stops_on_sigterm() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dev_chain_config(dir.path(), "");
-    let c = config.as_path();
-    let pool = write(&dir.path().join("btc.txt"), &BTC_POOL.join("\n"));
+    );
+    let pool = write(&dir.join("btc.txt"), &BTC_POOL.join("\n"));
     run(
-        c,
+        &config,
         &[
             "addresses",
             "import",
@@ -629,6 +623,14 @@ fn run_on_a_dev_chain_pays_intents_and_stops_on_sigterm() {
         ],
     )
     .ok();
+    config
+}
+
+#[test]
+fn run_on_a_dev_chain_pays_intents_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dev_chain_config(dir.path(), "");
+    let c = config.as_path();
     let first = intent_id(&create(c, "order", "run-1", "BTC", "bitcoin", "50").ok());
 
     let daemon = Daemon::start(c, dir.path().join("run-1.log"));
@@ -719,19 +721,6 @@ listen = "127.0.0.1:{metrics_port}"
         ),
     );
     let c = config.as_path();
-    let pool = write(&dir.path().join("btc.txt"), &BTC_POOL.join("\n"));
-    run(
-        c,
-        &[
-            "addresses",
-            "import",
-            "--network",
-            "bitcoin",
-            "--file",
-            pool.to_str().unwrap(),
-        ],
-    )
-    .ok();
     let daemon = Daemon::start(c, dir.path().join("run.log"));
     let api = format!("http://127.0.0.1:{api_port}");
     let http = reqwest::Client::new();

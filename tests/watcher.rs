@@ -265,6 +265,36 @@ async fn a_failed_write_is_applied_again_without_waiting_for_another_block(b: Ba
     running.stop().await.expect("a clean stop");
 }
 
+/// Pays 0.04 ETH to `address` in a block of its own and waits until the
+/// watcher has read that block; its height.
+async fn pay_and_read(h: &Harness, address: &str) -> u64 {
+    h.pay(
+        address,
+        Asset::Eth,
+        paywatch_core::Amount(40_000_000_000_000_000),
+    );
+    h.mine(1);
+    let tip = h.chain.height();
+    wait_for(h, "the paying block read", |s| s.cursor_height == Some(tip)).await;
+    tip
+}
+
+/// Waits up to 5 s for a transfer to be recorded.
+async fn wait_for_a_transfer(h: &Harness) {
+    for _ in 0..500 {
+        if !h
+            .store
+            .transfers(Some(h.network), None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 async fn a_block_read_before_the_watcher_learned_of_an_address_is_read_again(b: Backend) {
     let mut h = Harness::new(b, Network::Ethereum, 1).await;
     let pool = h.import_pool(1).await;
@@ -276,17 +306,7 @@ async fn a_block_read_before_the_watcher_learned_of_an_address_is_read_again(b: 
 
     // The race, made deterministic: the watcher reads the paying block while
     // the address is still unknown to it...
-    h.pay(
-        &pool[0],
-        Asset::Eth,
-        paywatch_core::Amount(40_000_000_000_000_000),
-    );
-    h.mine(1);
-    let tip = h.chain.height();
-    wait_for(&h, "the paying block read", |s| {
-        s.cursor_height == Some(tip)
-    })
-    .await;
+    let tip = pay_and_read(&h, &pool[0]).await;
     assert_eq!(
         h.store
             .transfers(Some(h.network), None, 10)
@@ -299,18 +319,7 @@ async fn a_block_read_before_the_watcher_learned_of_an_address_is_read_again(b: 
     // ...and learns of it afterwards, issued elsewhere.
     let intent = h.create("order", "w-6", "ETH", "100").await;
     assert_eq!(intent.address, pool[0]);
-    for _ in 0..500 {
-        if !h
-            .store
-            .transfers(Some(h.network), None, 10)
-            .await
-            .unwrap()
-            .is_empty()
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_for_a_transfer(&h).await;
     let recorded = h.store.transfers(Some(h.network), None, 10).await.unwrap();
     assert_eq!(
         recorded.len(),
@@ -337,17 +346,7 @@ async fn an_address_committed_long_after_it_was_stamped_is_found_by_the_sweep(b:
     h.clock.advance_secs(30);
     tokio::time::sleep(Duration::from_millis(200)).await;
 
-    h.pay(
-        &pool[0],
-        Asset::Eth,
-        paywatch_core::Amount(40_000_000_000_000_000),
-    );
-    h.mine(1);
-    let tip = h.chain.height();
-    wait_for(&h, "the paying block read", |s| {
-        s.cursor_height == Some(tip)
-    })
-    .await;
+    let tip = pay_and_read(&h, &pool[0]).await;
     // Committed now, stamped well before the watcher's last look (mining
     // moved the clock on too).
     let issued = h
@@ -367,18 +366,7 @@ async fn an_address_committed_long_after_it_was_stamped_is_found_by_the_sweep(b:
 
     // A minute after the last sweep, the next poll looks five minutes back.
     h.clock.advance_secs(61);
-    for _ in 0..500 {
-        if !h
-            .store
-            .transfers(Some(h.network), None, 10)
-            .await
-            .unwrap()
-            .is_empty()
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_for_a_transfer(&h).await;
     assert!(own.contains(&pool[0]), "the sweep found it");
     let recorded = h.store.transfers(Some(h.network), None, 10).await.unwrap();
     assert_eq!(recorded.len(), 1, "the paying block was read again");
