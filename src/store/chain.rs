@@ -55,13 +55,17 @@ impl Store {
         network: Network,
         now_ms: i64,
     ) -> Result<(), StoreError> {
+        // In a transaction, like every write a watcher makes: on a fenced
+        // handle that is where the lease is checked.
+        let mut tx = self.begin().await?;
         sqlx::query(
             "INSERT INTO chain_state (network, updated_at) VALUES ($1, $2) ON CONFLICT (network) DO NOTHING",
         )
         .bind(network.as_str())
         .bind(now_ms)
-        .execute(self.pool())
+        .execute(&mut *tx)
         .await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -461,13 +465,15 @@ impl Store {
         error: &str,
         now_ms: i64,
     ) -> Result<(), StoreError> {
+        let mut tx = self.begin().await?;
         sqlx::query("UPDATE chain_state SET watcher_state = $2, last_error = $3, updated_at = $4 WHERE network = $1")
             .bind(network.as_str())
             .bind(state)
             .bind(error)
             .bind(now_ms)
-            .execute(self.pool())
+            .execute(&mut *tx)
             .await?;
+        tx.commit().await?;
         Ok(())
     }
 

@@ -28,8 +28,10 @@ impl Dialect {
     /// Expands the dialect markers in a query:
     /// - `NUM($n)`: a base-unit amount parameter, bound as text; NUMERIC on
     ///   PostgreSQL, kept as TEXT on SQLite (whose numbers stop at 2^63).
-    /// - `FOR_UPDATE` / `SKIP_LOCKED`: row locks on PostgreSQL; SQLite has one
-    ///   writer at a time and needs none.
+    /// - `FOR_UPDATE` / `FOR_SHARE` / `SKIP_LOCKED`: row locks on PostgreSQL;
+    ///   SQLite has one writer at a time and needs none.
+    /// - `DB_NOW_MS`: the database's clock in Unix milliseconds, for times
+    ///   several instances compare (leases), so their own clocks need not agree.
     pub(crate) fn sql(self, template: &str) -> String {
         let mut out = String::with_capacity(template.len() + 32);
         let mut rest = template;
@@ -51,8 +53,20 @@ impl Dialect {
         match self {
             Dialect::Postgres => out
                 .replace("SKIP_LOCKED", "FOR UPDATE SKIP LOCKED")
-                .replace("FOR_UPDATE", "FOR UPDATE"),
-            Dialect::Sqlite => out.replace("SKIP_LOCKED", "").replace("FOR_UPDATE", ""),
+                .replace("FOR_UPDATE", "FOR UPDATE")
+                .replace("FOR_SHARE", "FOR SHARE")
+                .replace(
+                    "DB_NOW_MS",
+                    "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+                ),
+            Dialect::Sqlite => out
+                .replace("SKIP_LOCKED", "")
+                .replace("FOR_UPDATE", "")
+                .replace("FOR_SHARE", "")
+                .replace(
+                    "DB_NOW_MS",
+                    "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
+                ),
         }
     }
 }

@@ -9,6 +9,13 @@ pub enum StoreError {
     UnsupportedUrl(String),
     #[error("stored data is inconsistent: {0}")]
     Corrupt(String),
+    /// A fenced write after its lease was taken over: nothing was written.
+    #[error("the {network} watcher lease (token {token}) is no longer held{}: nothing was written", current.map(|t| format!("; token {t} holds it now")).unwrap_or_default())]
+    LeaseLost {
+        network: paywatch_core::Network,
+        token: i64,
+        current: Option<i64>,
+    },
 }
 
 impl StoreError {

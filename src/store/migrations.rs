@@ -56,6 +56,11 @@ const POSTGRES: Embedded = &[
         "rescan requests",
         include_str!("../../migrations/postgres/0009_rescans.sql"),
     ),
+    (
+        10,
+        "watcher leases",
+        include_str!("../../migrations/postgres/0010_watcher_leases.sql"),
+    ),
 ];
 const SQLITE: Embedded = &[
     (
@@ -102,6 +107,11 @@ const SQLITE: Embedded = &[
         9,
         "rescan requests",
         include_str!("../../migrations/sqlite/0009_rescans.sql"),
+    ),
+    (
+        10,
+        "watcher leases",
+        include_str!("../../migrations/sqlite/0010_watcher_leases.sql"),
     ),
 ];
 

@@ -11,6 +11,7 @@ mod dialect;
 mod error;
 mod intents;
 mod invariants;
+mod leases;
 mod metrics_read;
 mod migrations;
 mod reconcile;
@@ -34,6 +35,7 @@ pub use dialect::{redact_url, Dialect};
 pub use error::StoreError;
 pub use intents::{IntentEvent, IntentRecord, NewIntentRow};
 pub use invariants::{LedgerCheck, Violation};
+pub use leases::{Lease, LeaseHolder};
 pub(crate) use reconcile::ReconcileWrite;
 pub(crate) use rescan::RescanProgress;
 pub use rescan::{RescanOutcome, RescanRefusal, RescanRequest};
@@ -50,6 +52,8 @@ pub(crate) type Tx = Transaction<'static, sqlx::Any>;
 pub struct Store {
     pool: AnyPool,
     dialect: Dialect,
+    /// Set on a watcher's handle: its transactions check the lease first.
+    fence: Option<Lease>,
 }
 
 impl Store {
@@ -67,7 +71,24 @@ impl Store {
             .acquire_timeout(Duration::from_secs(30))
             .test_before_acquire(false);
         let pool = match dialect {
-            Dialect::Postgres => options.max_connections(10).connect(url).await?,
+            Dialect::Postgres => {
+                options
+                    .max_connections(10)
+                    .after_connect(|conn, _| {
+                        Box::pin(async move {
+                            // No transaction of ours waits on anything outside
+                            // the database. One left open is a process stopped
+                            // (SIGSTOP, a frozen VM) while holding row locks:
+                            // the server ends it, so other instances, and a
+                            // takeover of its watcher lease, are not held up.
+                            conn.execute("SET idle_in_transaction_session_timeout = '10s'")
+                                .await?;
+                            Ok(())
+                        })
+                    })
+                    .connect(url)
+                    .await?
+            }
             Dialect::Sqlite => {
                 options
                     // SQLite has one writer; several connections would only
@@ -89,7 +110,11 @@ impl Store {
                     .await?
             }
         };
-        Ok(Store { pool, dialect })
+        Ok(Store {
+            pool,
+            dialect,
+            fence: None,
+        })
     }
 
     /// Applies every migration not yet applied. Safe to call at each start.
@@ -138,11 +163,17 @@ impl Store {
 
     /// A write transaction. SQLite takes the write lock up front so two
     /// writers queue instead of failing half-way with SQLITE_BUSY.
+    /// On a [`fenced`](Self::fenced) handle the lease is checked before
+    /// anything else, so no write of a former holder lands.
     pub(crate) async fn begin(&self) -> Result<Tx, StoreError> {
-        Ok(match self.dialect {
+        let mut tx = match self.dialect {
             Dialect::Postgres => self.pool.begin().await?,
             Dialect::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
-        })
+        };
+        if let Some(lease) = &self.fence {
+            self.check_fence(&mut tx, lease).await?;
+        }
+        Ok(tx)
     }
 
     pub(crate) fn pool(&self) -> &AnyPool {

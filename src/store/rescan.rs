@@ -229,6 +229,7 @@ impl Store {
         to_height: u64,
         now_ms: i64,
     ) -> Result<RescanRequest, StoreError> {
+        let mut tx = self.begin().await?;
         sqlx::query(
             "UPDATE rescan_requests SET started_at = $2, to_height = $3, next_height = from_height \
              WHERE id = $1 AND started_at IS NULL",
@@ -236,8 +237,9 @@ impl Store {
         .bind(id)
         .bind(now_ms)
         .bind(to_i64(to_height))
-        .execute(self.pool())
+        .execute(&mut *tx)
         .await?;
+        tx.commit().await?;
         self.rescan(id)
             .await?
             .ok_or_else(|| StoreError::Corrupt(format!("rescan {id} vanished")))
@@ -249,6 +251,7 @@ impl Store {
         id: i64,
         progress: RescanProgress,
     ) -> Result<(), StoreError> {
+        let mut tx = self.begin().await?;
         sqlx::query(
             "UPDATE rescan_requests SET next_height = $2, blocks_read = blocks_read + $3, \
              transfers_seen = transfers_seen + $4, transfers_added = transfers_added + $5 \
@@ -259,8 +262,9 @@ impl Store {
         .bind(to_i64(progress.blocks_read))
         .bind(to_i64(progress.transfers_seen))
         .bind(to_i64(progress.transfers_added))
-        .execute(self.pool())
+        .execute(&mut *tx)
         .await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -271,6 +275,7 @@ impl Store {
         error: Option<&str>,
         now_ms: i64,
     ) -> Result<(), StoreError> {
+        let mut tx = self.begin().await?;
         sqlx::query(
             "UPDATE rescan_requests SET finished_at = $2, error = $3 \
              WHERE id = $1 AND finished_at IS NULL",
@@ -278,8 +283,9 @@ impl Store {
         .bind(id)
         .bind(now_ms)
         .bind(error)
-        .execute(self.pool())
+        .execute(&mut *tx)
         .await?;
+        tx.commit().await?;
         Ok(())
     }
 }
