@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use paywatch_core::{Network, WatchSet};
+use paywatch_core::{BlockSource, Network, WatchSet};
 
 use crate::chains;
 use tokio::sync::{watch, Notify};
@@ -15,6 +15,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::devnet::DevChains;
 use crate::ingest::Ingest;
 use crate::intents::{FixedRates, HttpJsonRates, IntentService, RateBook, RateSource};
+use crate::leader::Leadership;
 use crate::metrics::MetricsState;
 use crate::reconcile::Reconciler;
 use crate::settings::{Settings, SettingsError};
@@ -132,7 +133,7 @@ pub async fn run_until_with_metrics(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), AppError> {
     // First of all: a second instance on one SQLite file must not start.
-    let _run_lock = crate::store::RunLock::acquire(&ctx.settings.database.url).await?;
+    let run_lock = crate::store::RunLock::acquire(&ctx.settings.database.url).await?;
     // Bound before anything starts, so a taken port stops a clean process.
     let metrics_listener = crate::metrics::bind(&ctx.settings.metrics)
         .await
@@ -142,10 +143,10 @@ pub async fn run_until_with_metrics(
         })?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let progress = Arc::new(Notify::new());
-    let ingest = Ingest::new(ctx.store.clone(), ctx.clock.clone());
     let mut tasks = JoinSet::new();
     let devchains = DevChains::default();
 
+    let instance = crate::leader::instance_name(&ctx.settings.leases.instance);
     for network in ctx.settings.enabled_networks() {
         let ns = ctx
             .settings
@@ -160,59 +161,88 @@ pub async fn run_until_with_metrics(
             events_per_transaction: ns.events_per_transaction,
             blocks_per_poll: ns.blocks_per_poll,
         };
-        let deps = WatcherDeps {
-            store: ctx.store.clone(),
-            ingest: ingest.clone(),
-            watch: ctx.watch[&network].clone(),
-            clock: ctx.clock.clone(),
-            progress: progress.clone(),
-        };
-        let stop = stop_rx.clone();
+        let watch = ctx.watch[&network].clone();
         let counters = metrics.watcher(network);
-        match chains::source(network, &ns, deps.watch.clone())? {
-            Some(source) => {
-                if ctx.settings.devchain.autopay
-                    && ctx.settings.devchain.regtest_customer
-                    && ns.source == "node"
-                    && ns.chain == "regtest"
-                {
-                    DevChains::spawn_regtest_customer(
-                        network,
-                        &ns,
-                        &ctx.settings.devchain,
-                        ctx.store.clone(),
-                        &mut tasks,
-                        stop_rx.clone(),
-                    );
-                }
-                tasks.spawn(async move {
-                    if let Err(e) =
-                        watcher::run_with_metrics(cfg, source, deps, counters, stop).await
-                    {
-                        error!(error = %e, "watcher ended");
-                    }
-                });
-            }
+        // Checked here, at start, so a bad setting stops a clean process;
+        // each tenure of the lease then builds its own source.
+        let node = chains::source(network, &ns, watch.clone())?;
+        let devchain = match node {
+            Some(_) => None,
             None => {
                 let stored_tip = ctx.store.load_cursor(network, 1).await?.pop();
-                let chain = devchains.start(
+                Some(devchains.start(
                     network,
                     &ns,
                     &ctx.settings.devchain,
                     stored_tip,
                     &mut tasks,
                     stop_rx.clone(),
-                );
-                let source = chain.source(deps.watch.clone());
-                tasks.spawn(async move {
-                    if let Err(e) =
-                        watcher::run_with_metrics(cfg, source, deps, counters, stop).await
-                    {
-                        error!(error = %e, "watcher ended");
-                    }
-                });
+                ))
             }
+        };
+        if node.is_some()
+            && ctx.settings.devchain.autopay
+            && ctx.settings.devchain.regtest_customer
+            && ns.source == "node"
+            && ns.chain == "regtest"
+        {
+            DevChains::spawn_regtest_customer(
+                network,
+                &ns,
+                &ctx.settings.devchain,
+                ctx.store.clone(),
+                &mut tasks,
+                stop_rx.clone(),
+            );
         }
+        drop(node);
+        let (clock, progress, stop) = (ctx.clock.clone(), progress.clone(), stop_rx.clone());
+        let watcher_counters = counters.clone();
+        // One tenure of the lease: the watcher, writing only through the
+        // fenced handle, from the cursor the database holds.
+        let start = move |fenced: Store| {
+            let deps = WatcherDeps {
+                ingest: Ingest::new(fenced.clone(), clock.clone()),
+                store: fenced,
+                watch: watch.clone(),
+                clock: clock.clone(),
+                progress: progress.clone(),
+            };
+            let source = match &devchain {
+                Some(chain) => Ok(Some(
+                    Arc::new(chain.source(watch.clone())) as Arc<dyn BlockSource>
+                )),
+                None => chains::source(network, &ns, watch.clone()),
+            };
+            let (cfg, counters, stop) = (cfg.clone(), watcher_counters.clone(), stop.clone());
+            async move {
+                let source = match source {
+                    Ok(Some(source)) => source,
+                    Ok(None) => return,
+                    Err(e) => {
+                        error!(error = %e, "watcher source cannot be built");
+                        return;
+                    }
+                };
+                if let Err(e) = watcher::run_with_metrics(cfg, source, deps, counters, stop).await {
+                    error!(error = %e, "watcher ended");
+                }
+            }
+        };
+        let leadership = Leadership::new(
+            network,
+            ctx.store.clone(),
+            instance.clone(),
+            &ctx.settings.leases,
+            counters,
+            run_lock.is_some(),
+        );
+        let stop = stop_rx.clone();
+        tasks.spawn(
+            leadership
+                .run(start, stop)
+                .instrument(tracing::info_span!("lease", network = %network)),
+        );
     }
     if ctx.settings.devchain.autopay {
         devchains.spawn_autopay(ctx.store.clone(), &mut tasks, stop_rx.clone());

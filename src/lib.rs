@@ -11,6 +11,7 @@ mod console;
 mod devnet;
 pub mod ingest;
 pub mod intents;
+mod leader;
 pub mod metrics;
 pub mod payment_uri;
 pub mod reconcile;

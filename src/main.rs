@@ -410,14 +410,24 @@ async fn run() -> anyhow::Result<()> {
             );
         }
         Command::Status => {
+            let leases = ctx.store.lease_holders().await?;
             for network in Network::ALL {
                 if let Some(s) = ctx.store.chain_status(network).await? {
+                    // Which instance watches: an operator with several
+                    // instances looks here first.
+                    let watched_by = match leases.iter().find(|l| l.network == network) {
+                        Some(l) if !l.expired => {
+                            format!("watched by {} (lease {})", l.holder, l.token)
+                        }
+                        Some(l) => format!("no watcher: the lease of {} ran out", l.holder),
+                        None => "no watcher has held its lease".to_owned(),
+                    };
                     let lag = match (s.tip_height, s.cursor_height) {
                         (Some(t), Some(c)) => t.saturating_sub(c).to_string(),
                         _ => "-".into(),
                     };
                     println!(
-                        "{network}: {} tip {:?} cursor {:?} final {:?} lag {lag} {}",
+                        "{network}: {} tip {:?} cursor {:?} final {:?} lag {lag}; {watched_by} {}",
                         s.watcher_state,
                         s.tip_height,
                         s.cursor_height,

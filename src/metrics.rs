@@ -73,6 +73,9 @@ pub(crate) struct WatcherMetrics {
     reorg_depth_max: AtomicU64,
     source_errors: AtomicU64,
     source_requests: Histogram,
+    /// 1 while this process holds the network's watcher lease.
+    lease_held: AtomicU64,
+    leases_lost: AtomicU64,
 }
 
 impl WatcherMetrics {
@@ -87,6 +90,14 @@ impl WatcherMetrics {
 
     pub(crate) fn observe_source_request(&self, took: Duration) {
         self.source_requests.observe(took);
+    }
+
+    pub(crate) fn set_lease_held(&self, held: bool) {
+        self.lease_held.store(u64::from(held), Ordering::Relaxed);
+    }
+
+    pub(crate) fn record_lease_lost(&self) {
+        self.leases_lost.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -284,7 +295,7 @@ fn render(scrape: &Scrape) -> String {
         }
     }
 
-    let counters: [(&str, &str, &str, CountOf); 3] = [
+    let counters: [(&str, &str, &str, CountOf); 5] = [
         (
             "paywatch_reorgs_total",
             "counter",
@@ -302,6 +313,18 @@ fn render(scrape: &Scrape) -> String {
             "counter",
             "Failed requests to the chain source.",
             |m| m.source_errors.load(Ordering::Relaxed),
+        ),
+        (
+            "paywatch_watcher_lease_held",
+            "gauge",
+            "1 while this process holds the network's watcher lease and runs its watcher.",
+            |m| m.lease_held.load(Ordering::Relaxed),
+        ),
+        (
+            "paywatch_watcher_leases_lost_total",
+            "counter",
+            "Watcher leases this process lost while running the watcher (taken over after a stall, or not renewable).",
+            |m| m.leases_lost.load(Ordering::Relaxed),
         ),
     ];
     for (name, kind, help, value) in counters {

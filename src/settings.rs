@@ -66,6 +66,42 @@ pub struct ReconcileSettings {
     pub tolerance: BTreeMap<String, String>,
 }
 
+/// Leadership per network when several instances share one database.
+#[derive(Debug, Clone, Deserialize)]
+pub struct LeaseSettings {
+    /// A holder that has not renewed for this long loses its lease.
+    pub ttl_ms: u64,
+    /// How often a holder renews.
+    pub renew_ms: u64,
+    /// How often an instance without the lease asks for it.
+    pub retry_ms: u64,
+    /// This instance's name in the lease table; empty: host, pid and a
+    /// random suffix.
+    #[serde(default)]
+    pub instance: String,
+}
+
+impl LeaseSettings {
+    fn validate(&self) -> Result<(), SettingsError> {
+        if self.renew_ms == 0 || self.retry_ms == 0 {
+            return Err(SettingsError::Invalid(
+                "leases.renew_ms and leases.retry_ms must be at least 1".into(),
+            ));
+        }
+        // Two renewals must fit in one lease, or one slow renewal loses it.
+        if self.renew_ms.saturating_mul(2) > self.ttl_ms {
+            return Err(SettingsError::Invalid(format!(
+                "leases.ttl_ms ({}) must be at least twice leases.renew_ms ({})",
+                self.ttl_ms, self.renew_ms
+            )));
+        }
+        if i64::try_from(self.ttl_ms).is_err() {
+            return Err(SettingsError::Invalid("leases.ttl_ms is too large".into()));
+        }
+        Ok(())
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 pub struct NetworkSettings {
     pub enabled: bool,
@@ -206,6 +242,10 @@ fn requests_per_second() -> u32 {
     10
 }
 
+fn max_connections() -> usize {
+    1024
+}
+
 fn timeout_secs() -> u64 {
     30
 }
@@ -278,6 +318,9 @@ pub struct ApiSettings {
     /// `host:port`; empty serves no API.
     pub listen: String,
     pub max_body_bytes: usize,
+    /// Connections served at once; more wait to be accepted (backpressure).
+    #[serde(default = "max_connections")]
+    pub max_connections: usize,
     /// Role (`storefront`, `operator`, `support`) → SHA-256 hashes (hex) of
     /// its bearer tokens. Tokens themselves are never configured or stored.
     pub tokens: BTreeMap<String, Vec<String>>,
@@ -376,6 +419,7 @@ pub struct Settings {
     pub intents: IntentSettings,
     pub rates: RateSettings,
     pub reconcile: ReconcileSettings,
+    pub leases: LeaseSettings,
     pub networks: BTreeMap<String, NetworkSettings>,
     pub devchain: DevchainSettings,
 }
@@ -420,6 +464,7 @@ impl Settings {
         crate::api::TokenTable::from_settings(&self.api)
             .map_err(|e| SettingsError::Invalid(e.to_string()))?;
         self.webhooks.validate()?;
+        self.leases.validate()?;
         self.intent_policy()?;
         self.tolerances()?;
         self.fixed_rates()?;

@@ -106,6 +106,12 @@ pub(crate) async fn run_with_metrics<S: BlockSource>(
                     let _ = watcher.deps.store.record_watcher_trouble(watcher.cfg.network, "degraded", &why, watcher.now()).await;
                     watcher.backoff
                 }
+                Err(Trouble::Fenced(e)) => {
+                    // Not degraded, and nothing to record: the chain's state
+                    // is the new holder's to write.
+                    warn!(error = %e, "a write was refused: another instance holds the watcher lease; stopping");
+                    return Ok(());
+                }
                 Err(Trouble::Halt(e)) => {
                     let alert = match e {
                         StreamError::ReorgTooDeep { .. } => "deep_reorg",
@@ -144,17 +150,25 @@ enum Step {
 enum Trouble {
     Transient(String),
     Halt(StreamError),
+    /// A write was refused by the lease fence: another instance watches now.
+    Fenced(StoreError),
 }
 
 impl From<StoreError> for Trouble {
     fn from(e: StoreError) -> Self {
-        Trouble::Transient(format!("database: {e}"))
+        match e {
+            e @ StoreError::LeaseLost { .. } => Trouble::Fenced(e),
+            e => Trouble::Transient(format!("database: {e}")),
+        }
     }
 }
 
 impl From<IngestError> for Trouble {
     fn from(e: IngestError) -> Self {
-        Trouble::Transient(format!("ingest: {e}"))
+        match e {
+            IngestError::Store(e) => Trouble::from(e),
+            e => Trouble::Transient(format!("ingest: {e}")),
+        }
     }
 }
 
