@@ -149,6 +149,7 @@ mod tests {
         TokenTable::from_settings(&ApiSettings {
             listen: String::new(),
             max_body_bytes: 1024,
+            max_connections: 1,
             tokens: map,
         })
     }
@@ -181,6 +182,7 @@ mod tests {
         let e = TokenTable::from_settings(&ApiSettings {
             listen: String::new(),
             max_body_bytes: 1,
+            max_connections: 1,
             tokens: map,
         })
         .unwrap_err();
@@ -190,6 +192,7 @@ mod tests {
         let e = TokenTable::from_settings(&ApiSettings {
             listen: String::new(),
             max_body_bytes: 1,
+            max_connections: 1,
             tokens: map,
         })
         .unwrap_err();

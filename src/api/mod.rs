@@ -3,6 +3,7 @@
 //! `openapi/v1.json` and served at /v1/openapi.json.
 
 mod auth;
+mod bounded_listener;
 mod error;
 mod health;
 mod intent_view;
@@ -121,7 +122,9 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let addr: Option<SocketAddr> = listener.local_addr().ok();
-    info!(?addr, "HTTP API listening");
+    let max_connections = state.ctx.settings.api.max_connections;
+    info!(?addr, max_connections, "HTTP API listening");
+    let listener = bounded_listener::BoundedListener::new(listener, max_connections);
     axum::serve(listener, router(state))
         .with_graceful_shutdown(shutdown)
         .await
