@@ -24,7 +24,13 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    pub async fn start(db: TestDb, settings: Settings) -> Daemon {
+    pub async fn start(db: TestDb, mut settings: Settings) -> Daemon {
+        // A crashed daemon's lease on PostgreSQL runs out before a restarted
+        // one may watch (on SQLite the run lock lets it take it at once):
+        // seconds here rather than the default ten.
+        settings.leases.ttl_ms = 2_000;
+        settings.leases.renew_ms = 500;
+        settings.leases.retry_ms = 100;
         let ctx = Context::build(settings.clone())
             .await
             .expect("context builds");

@@ -39,10 +39,13 @@ macro_rules! on_both_databases {
 }
 
 pub mod api;
+pub mod backlog;
 pub mod browser;
 pub mod daemon;
 pub mod eth;
 pub mod ltc;
+pub mod proxy;
+pub mod replica;
 pub mod solana;
 pub mod tron;
 
