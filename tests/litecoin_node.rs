@@ -37,6 +37,11 @@ async fn world(via: Via, node_opts: NodeOptions, opts: Options) -> World {
     let opts = Options { via, ..opts };
     let settings = settings_for(&db.url, &node, electrum.as_ref(), &opts);
     let daemon = Daemon::start(db, settings).await;
+    // A fresh database starts at the node's tip: pay only once it is read,
+    // or a payment mined first would lie below where the watcher starts.
+    daemon
+        .wait_cursor(node.block_count().await.expect("block count"))
+        .await;
     World {
         node,
         electrum,
