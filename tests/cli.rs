@@ -641,6 +641,8 @@ fn run_on_a_dev_chain_pays_intents_and_stops_on_sigterm() {
 
     let out = run(c, &["status"]).ok();
     assert!(out.starts_with("bitcoin: "), "{out}");
+    // SIGTERM handed the watcher lease back rather than leave it to run out.
+    assert!(out.contains("no watcher: the lease of "), "{out}");
     let out = run(c, &["check"]).ok();
     assert!(
         out.starts_with("ok: ledger top-ups 0 cents = settled top-ups 0 cents"),
