@@ -168,7 +168,21 @@ impl Store {
     pub(crate) async fn begin(&self) -> Result<Tx, StoreError> {
         let mut tx = match self.dialect {
             Dialect::Postgres => self.pool.begin().await?,
-            Dialect::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
+            Dialect::Sqlite => match self.pool.begin_with("BEGIN IMMEDIATE").await {
+                // A COMMIT that failed (SQLITE_FULL on a full disk) is rolled
+                // back by SQLite itself; sqlx's own ROLLBACK then fails, and
+                // the connection goes on believing a transaction is open,
+                // refusing every BEGIN. With one connection that would stop
+                // every write for good, disk freed or not: close it, and
+                // the pool opens a clean one.
+                Err(sqlx::Error::InvalidSavePointStatement) => {
+                    let mut stale = self.pool.acquire().await?;
+                    stale.close_on_drop();
+                    drop(stale);
+                    self.pool.begin_with("BEGIN IMMEDIATE").await?
+                }
+                other => other?,
+            },
         };
         if let Some(lease) = &self.fence {
             self.check_fence(&mut tx, lease).await?;
