@@ -80,6 +80,19 @@ pub struct TestDb {
 }
 
 impl TestDb {
+    /// A fresh, migrated SQLite database at `path`, in a directory the test
+    /// owns (a small filesystem, say).
+    pub async fn sqlite_at(path: &std::path::Path) -> TestDb {
+        let url = format!("sqlite://{}", path.display());
+        let store = Store::connect(&url).await.expect("connect");
+        store.migrate().await.expect("migrate");
+        TestDb {
+            url,
+            store,
+            _dir: None,
+        }
+    }
+
     pub async fn new(backend: Backend) -> TestDb {
         let (url, dir) = match backend {
             Backend::Sqlite => {
