@@ -14,6 +14,7 @@ use common::backlog::{
 };
 use common::daemon::Daemon;
 use common::eth::{deploy_contracts, eth_settings, EthOptions, ETH_FOR_100_USD, ETH_PAYER};
+use common::private_postgres::PrivatePostgres;
 use common::proxy::{FaultProxy, Link};
 use common::replica::{eth_config, Replica};
 use common::{Backend, TestDb};
@@ -130,6 +131,71 @@ async fn the_database_going_down_and_cutting_connections_mid_catch_up_loses_noth
     assert_eq!(status.watcher_state, "running", "{status:?}");
     drop(daemon);
     drop(direct);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_crashing_and_restarting_mid_catch_up_loses_nothing() {
+    let pg = PrivatePostgres::start();
+    let admin = Store::connect(&format!("{}/postgres", pg.admin_url()))
+        .await
+        .unwrap();
+    admin.execute_raw("CREATE DATABASE paywatch").await.unwrap();
+    admin.close().await;
+    let url = format!("{}/paywatch", pg.admin_url());
+    let node = anvil().await;
+    let contracts = deploy_contracts(&node).await;
+    let db = TestDb::at(&url).await;
+    let opts = EthOptions {
+        backend: Backend::Postgres,
+        traces: false,
+        ..EthOptions::default()
+    };
+    let mut settings = eth_settings(&url, &node, &contracts, &opts);
+    let start = node.block_number().await.unwrap();
+    {
+        let n = settings.networks.get_mut("ethereum").unwrap();
+        n.start_height = Some(start);
+        n.blocks_per_poll = 50;
+    }
+    let direct = Context::build(eth_settings(&url, &node, &contracts, &opts))
+        .await
+        .unwrap();
+    let (intents, end) = pay_backlog(&node, &contracts, &direct.intents, 12, 250).await;
+    direct.store.close().await;
+    let store = db.store.clone();
+    let daemon = Daemon::start(db, settings).await;
+    let api = ApiClient::serve(daemon.ctx.clone()).await;
+    let ready = || async { api.call(Method::GET, "/readyz", None, None, None).await.0 };
+    let server_log = || pg.log();
+
+    wait_cursor(&store, NETWORK, start + 300, "catching up", server_log).await;
+    // Crashed mid-catch-up: transactions in flight are lost, every
+    // connection dropped; down for 3 s, then recovery from its WAL.
+    pg.crash();
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    assert_eq!(
+        ready().await,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "readiness says the database is gone"
+    );
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    pg.up();
+    // The test's own pool lost its connections too: a fresh one reads.
+    let store = Store::connect(&url).await.unwrap();
+    let after = cursor(&store, NETWORK).await;
+    wait_cursor(
+        &store,
+        NETWORK,
+        after + 100,
+        "resuming after the restart",
+        server_log,
+    )
+    .await;
+    assert!(after < end, "the crash came during the catch-up");
+    assert_recorded_once_and_credited_once(&store, NETWORK, &intents, (start, end), server_log)
+        .await;
+    assert_eq!(ready().await, StatusCode::OK);
+    drop(daemon);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -44,6 +44,7 @@ pub mod browser;
 pub mod daemon;
 pub mod eth;
 pub mod ltc;
+pub mod private_postgres;
 pub mod proxy;
 pub mod replica;
 pub mod solana;
@@ -83,7 +84,12 @@ impl TestDb {
     /// A fresh, migrated SQLite database at `path`, in a directory the test
     /// owns (a small filesystem, say).
     pub async fn sqlite_at(path: &std::path::Path) -> TestDb {
-        let url = format!("sqlite://{}", path.display());
+        TestDb::at(&format!("sqlite://{}", path.display())).await
+    }
+
+    /// The database at `url` (a server of the test's own), migrated.
+    pub async fn at(url: &str) -> TestDb {
+        let url = url.to_owned();
         let store = Store::connect(&url).await.expect("connect");
         store.migrate().await.expect("migrate");
         TestDb {
