@@ -1,7 +1,8 @@
-//! Faults survived with nothing lost and nothing doubled: PostgreSQL going
-//! down and cutting connections mid-transaction during a catch-up, a chain
-//! node that hangs, and `paywatch run` killed with SIGKILL at random points
-//! over and over, the database checked after every kill.
+//! Faults survived with nothing lost and nothing doubled: PostgreSQL
+//! crashing, going away and cutting connections mid-transaction during a
+//! catch-up, a chain node that hangs or answers slowly, and `paywatch run`
+//! killed with SIGKILL at random points over and over, the database checked
+//! after every kill.
 
 #[macro_use]
 mod common;
@@ -250,6 +251,44 @@ async fn a_hung_node_degrades_the_watcher_which_carries_on_when_it_answers() {
     daemon.wait_chain_state("running").await;
     assert_eq!(daemon.count("SELECT COUNT(*) FROM settlements").await, 2);
     assert_eq!(daemon.count("SELECT COUNT(*) FROM transfers").await, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_node_slows_the_watcher_down_and_nothing_is_skipped() {
+    let node = anvil().await;
+    let contracts = deploy_contracts(&node).await;
+    let proxy = FaultProxy::start(&format!("127.0.0.1:{}", node.port())).await;
+    let db = TestDb::new(Backend::Sqlite).await;
+    let mut settings = eth_settings(&db.url, &node, &contracts, &EthOptions::default());
+    {
+        let n = settings.networks.get_mut("ethereum").unwrap();
+        n.rpc.url = format!("http://127.0.0.1:{}", proxy.port);
+        n.traces = false;
+    }
+    // Every request and every answer held back 300 ms.
+    proxy.set(Link::Slow(300));
+    let daemon = Daemon::start(db, settings).await;
+    daemon.wait_cursor(node.block_number().await.unwrap()).await;
+    let mut paid = Vec::new();
+    for i in 0..3 {
+        let intent = daemon.order(&format!("slow-{i}"), "100").await;
+        node.send_eth(ETH_PAYER, &intent.address, ETH_FOR_100_USD)
+            .await
+            .unwrap();
+        node.mine(40).await.unwrap();
+        paid.push(intent);
+    }
+    node.mine(common::eth::FINALITY_DEPTH).await.unwrap();
+    for i in &paid {
+        daemon
+            .wait_for(i.id, "paid through a slow node", |r| {
+                r.status == Status::Paid
+            })
+            .await;
+    }
+    assert_eq!(daemon.count("SELECT COUNT(*) FROM settlements").await, 3);
+    assert_eq!(daemon.count("SELECT COUNT(*) FROM transfers").await, 3);
+    daemon.assert_money_rules().await;
 }
 
 /// Structure that must hold at every instant a process can die at: active

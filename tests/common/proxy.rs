@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
@@ -17,6 +17,9 @@ pub enum Link {
     Refusing,
     /// Connections are accepted and nothing is forwarded either way.
     Hung,
+    /// Everything is forwarded, each message (a read after a pause) held
+    /// back this many milliseconds: a node that answers late.
+    Slow(u64),
 }
 
 pub struct FaultProxy {
@@ -52,7 +55,7 @@ impl FaultProxy {
                             let _ = inbound.shutdown().await;
                             continue;
                         }
-                        Link::Hung | Link::Up => {}
+                        Link::Hung | Link::Up | Link::Slow(_) => {}
                     }
                     connections.fetch_add(1, Ordering::Relaxed);
                     let mut cut = generation.subscribe();
@@ -81,8 +84,8 @@ impl FaultProxy {
                             }
                         };
                         tokio::select! {
-                            _ = tokio::io::copy(&mut ri, &mut wo) => {}
-                            _ = tokio::io::copy(&mut ro, &mut wi) => {}
+                            _ = pace(&link, &mut ri, &mut wo) => {}
+                            _ = pace(&link, &mut ro, &mut wi) => {}
                             _ = cut.changed() => {}
                             // An open connection hangs too: kept, silent.
                             _ = hung() => {
@@ -126,5 +129,36 @@ impl Drop for FaultProxy {
     fn drop(&mut self) {
         self.cut();
         self.task.abort();
+    }
+}
+
+/// Copies `from` to `to`. While the link is slow, the first read after a
+/// pause (a new request or answer) is held back; the rest of that message
+/// follows at once, so this is latency, not bandwidth.
+async fn pace(
+    link: &Mutex<Link>,
+    from: &mut (impl AsyncRead + Unpin),
+    to: &mut (impl AsyncWrite + Unpin),
+) {
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut last_read: Option<std::time::Instant> = None;
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        let new_message =
+            last_read.is_none_or(|t| t.elapsed() > std::time::Duration::from_millis(20));
+        last_read = Some(std::time::Instant::now());
+        let delay = match *link.lock().unwrap() {
+            Link::Slow(ms) if new_message => ms,
+            _ => 0,
+        };
+        if delay > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
     }
 }
