@@ -10,6 +10,11 @@ use sqlx::Row;
 
 use super::{Store, StoreError, Tx};
 
+/// 1 when the lease has run out by the database's clock (an integer, which
+/// both dialects decode alike).
+const EXPIRED: &str =
+    "CAST(CASE WHEN expires_at < DB_NOW_MS THEN 1 ELSE 0 END AS BIGINT) AS expired";
+
 /// A lease held: the network and the token this holder's writes carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Lease {
@@ -42,10 +47,9 @@ impl Store {
     ) -> Result<Option<Lease>, StoreError> {
         // A plain read first: standbys asking every second must not lock the
         // row the holder's writes take a share lock on.
-        let sql = self.sql(
-            "SELECT CAST(CASE WHEN expires_at < DB_NOW_MS THEN 1 ELSE 0 END AS BIGINT) AS expired \
-             FROM watcher_leases WHERE network = $1",
-        );
+        let sql = self.sql(&format!(
+            "SELECT {EXPIRED} FROM watcher_leases WHERE network = $1"
+        ));
         let held = sqlx::query(&sql)
             .bind(network.as_str())
             .fetch_optional(self.pool())
@@ -55,15 +59,46 @@ impl Store {
                 return Ok(None);
             }
         }
-        let sql = self.sql(
+        self.grant_lease(network, holder, ttl_ms, true).await
+    }
+
+    /// Takes `network`'s lease whoever holds it, with a new token. Only for
+    /// an instance that knows it is the only one (it holds an SQLite file's
+    /// run lock): a holder whose lease has not run out can then only be
+    /// this file's previous process, which died without handing it back.
+    pub async fn take_lease(
+        &self,
+        network: Network,
+        holder: &str,
+        ttl_ms: i64,
+    ) -> Result<Lease, StoreError> {
+        self.grant_lease(network, holder, ttl_ms, false)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt(format!("no {network} lease row after taking it")))
+    }
+
+    /// Writes `holder` into the lease row with the next token: always, or
+    /// `only_if_expired`. `None` when it was not expired.
+    async fn grant_lease(
+        &self,
+        network: Network,
+        holder: &str,
+        ttl_ms: i64,
+        only_if_expired: bool,
+    ) -> Result<Option<Lease>, StoreError> {
+        let condition = if only_if_expired {
+            "WHERE watcher_leases.expires_at < excluded.acquired_at"
+        } else {
+            ""
+        };
+        let sql = self.sql(&format!(
             "INSERT INTO watcher_leases (network, holder, token, acquired_at, expires_at) \
              VALUES ($1, $2, 1, DB_NOW_MS, DB_NOW_MS + $3) \
              ON CONFLICT (network) DO UPDATE SET holder = excluded.holder, \
              token = watcher_leases.token + 1, acquired_at = excluded.acquired_at, \
-             expires_at = excluded.expires_at \
-             WHERE watcher_leases.expires_at < excluded.acquired_at \
-             RETURNING token",
-        );
+             expires_at = excluded.expires_at {condition} \
+             RETURNING token"
+        ));
         let row = sqlx::query(&sql)
             .bind(network.as_str())
             .bind(holder)
@@ -77,36 +112,6 @@ impl Store {
             })
         })
         .transpose()
-    }
-
-    /// Takes `network`'s lease whoever holds it, with a new token. Only for
-    /// an instance that knows it is the only one (it holds an SQLite file's
-    /// run lock): a holder whose lease has not run out can then only be
-    /// this file's previous process, which died without handing it back.
-    pub async fn take_lease(
-        &self,
-        network: Network,
-        holder: &str,
-        ttl_ms: i64,
-    ) -> Result<Lease, StoreError> {
-        let sql = self.sql(
-            "INSERT INTO watcher_leases (network, holder, token, acquired_at, expires_at) \
-             VALUES ($1, $2, 1, DB_NOW_MS, DB_NOW_MS + $3) \
-             ON CONFLICT (network) DO UPDATE SET holder = excluded.holder, \
-             token = watcher_leases.token + 1, acquired_at = excluded.acquired_at, \
-             expires_at = excluded.expires_at \
-             RETURNING token",
-        );
-        let row = sqlx::query(&sql)
-            .bind(network.as_str())
-            .bind(holder)
-            .bind(ttl_ms)
-            .fetch_one(self.pool())
-            .await?;
-        Ok(Lease {
-            network,
-            token: row.try_get("token")?,
-        })
     }
 
     /// Extends a held lease by `ttl_ms` from now. `false`: it was taken over
@@ -138,11 +143,10 @@ impl Store {
 
     /// Every network's lease, by network.
     pub async fn lease_holders(&self) -> Result<Vec<LeaseHolder>, StoreError> {
-        let sql = self.sql(
-            "SELECT network, holder, token, acquired_at, expires_at, \
-             CAST(CASE WHEN expires_at < DB_NOW_MS THEN 1 ELSE 0 END AS BIGINT) AS expired \
-             FROM watcher_leases ORDER BY network",
-        );
+        let sql = self.sql(&format!(
+            "SELECT network, holder, token, acquired_at, expires_at, {EXPIRED} \
+             FROM watcher_leases ORDER BY network"
+        ));
         let rows = sqlx::query(&sql).fetch_all(self.pool()).await?;
         rows.iter()
             .map(|r| {
