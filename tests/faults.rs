@@ -199,20 +199,28 @@ async fn postgres_crashing_and_restarting_mid_catch_up_loses_nothing() {
     drop(daemon);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_hung_node_degrades_the_watcher_which_carries_on_when_it_answers() {
+/// A daemon on SQLite watching anvil through a fault proxy set to `link`,
+/// with the node's request timeout in seconds if given.
+async fn behind_a_proxy(timeout_secs: Option<u64>, link: Link) -> (AnvilNode, FaultProxy, Daemon) {
     let node = anvil().await;
     let contracts = deploy_contracts(&node).await;
     let proxy = FaultProxy::start(&format!("127.0.0.1:{}", node.port())).await;
+    proxy.set(link);
     let db = TestDb::new(Backend::Sqlite).await;
     let mut settings = eth_settings(&db.url, &node, &contracts, &EthOptions::default());
-    {
-        let n = settings.networks.get_mut("ethereum").unwrap();
-        n.rpc.url = format!("http://127.0.0.1:{}", proxy.port);
-        n.rpc.timeout_secs = 2;
-        n.traces = false;
+    let n = settings.networks.get_mut("ethereum").unwrap();
+    n.rpc.url = format!("http://127.0.0.1:{}", proxy.port);
+    n.traces = false;
+    if let Some(t) = timeout_secs {
+        n.rpc.timeout_secs = t;
     }
     let daemon = Daemon::start(db, settings).await;
+    (node, proxy, daemon)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_node_degrades_the_watcher_which_carries_on_when_it_answers() {
+    let (node, proxy, daemon) = behind_a_proxy(Some(2), Link::Up).await;
     daemon.wait_cursor(node.block_number().await.unwrap()).await;
     let before = daemon.order("before-hang", "100").await;
     let during = daemon.order("during-hang", "100").await;
@@ -255,19 +263,8 @@ async fn a_hung_node_degrades_the_watcher_which_carries_on_when_it_answers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_node_slows_the_watcher_down_and_nothing_is_skipped() {
-    let node = anvil().await;
-    let contracts = deploy_contracts(&node).await;
-    let proxy = FaultProxy::start(&format!("127.0.0.1:{}", node.port())).await;
-    let db = TestDb::new(Backend::Sqlite).await;
-    let mut settings = eth_settings(&db.url, &node, &contracts, &EthOptions::default());
-    {
-        let n = settings.networks.get_mut("ethereum").unwrap();
-        n.rpc.url = format!("http://127.0.0.1:{}", proxy.port);
-        n.traces = false;
-    }
     // Every request and every answer held back 300 ms.
-    proxy.set(Link::Slow(300));
-    let daemon = Daemon::start(db, settings).await;
+    let (node, _proxy, daemon) = behind_a_proxy(None, Link::Slow(300)).await;
     daemon.wait_cursor(node.block_number().await.unwrap()).await;
     let mut paid = Vec::new();
     for i in 0..3 {
