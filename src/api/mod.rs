@@ -42,7 +42,10 @@ pub const OPENAPI: &str = include_str!("../../openapi/v1.json");
 
 #[derive(Debug, Clone)]
 pub struct ApiState {
-    pub(crate) ctx: Context,
+    /// Behind an `Arc`: axum clones the state for every connection and
+    /// every request, and a `Context` by value is a deep copy of the
+    /// settings' maps, about 300 KB held per open connection.
+    pub(crate) ctx: Arc<Context>,
     pub(crate) tokens: Arc<TokenTable>,
     /// Wakes the reconciler, so a declared payment is looked at now.
     pub(crate) recheck: Arc<Notify>,
@@ -52,7 +55,7 @@ impl ApiState {
     pub fn new(ctx: Context) -> Result<ApiState, TokenConfigError> {
         let tokens = Arc::new(TokenTable::from_settings(&ctx.settings.api)?);
         Ok(ApiState {
-            ctx,
+            ctx: Arc::new(ctx),
             tokens,
             recheck: Arc::new(Notify::new()),
         })
