@@ -108,14 +108,38 @@ async fn openapi() -> ([(axum::http::HeaderName, &'static str); 1], &'static str
     ([(CONTENT_TYPE, "application/json")], OPENAPI)
 }
 
+/// Connections the kernel may hold for the API before it accepts them.
+const ACCEPT_QUEUE: u32 = 4096;
+
 /// Binds `api.listen`; `None` when no API is configured.
 pub async fn bind(ctx: &Context) -> std::io::Result<Option<TcpListener>> {
     let listen = ctx.settings.api.listen.trim();
     if listen.is_empty() {
         return Ok(None);
     }
-    let listener = TcpListener::bind(listen).await?;
-    Ok(Some(listener))
+    // A deep accept queue: a burst of connections beyond
+    // `api.max_connections` waits there instead of overflowing a short
+    // default one into SYN retries (seconds each) and resets. The kernel
+    // caps it at net.core.somaxconn.
+    let mut last = None;
+    for addr in tokio::net::lookup_host(listen).await? {
+        let socket = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        socket.set_reuseaddr(true)?;
+        match socket.bind(addr).and_then(|()| socket.listen(ACCEPT_QUEUE)) {
+            Ok(listener) => return Ok(Some(listener)),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("api.listen '{listen}' names no address"),
+        )
+    }))
 }
 
 /// Serves until `shutdown` completes; requests in flight finish first.
