@@ -163,9 +163,9 @@ pub async fn run_until_with_metrics(
         };
         let watch = ctx.watch[&network].clone();
         let counters = metrics.watcher(network);
-        // Checked here, at start, so a bad setting stops a clean process;
-        // each tenure of the lease then builds its own source.
-        let node = chains::source(network, &ns, watch.clone())?;
+        // Built here, at start, so a bad setting stops a clean process. The
+        // first tenure of the lease uses it; later ones build their own.
+        let mut node = chains::source(network, &ns, watch.clone())?;
         let devchain = match node {
             Some(_) => None,
             None => {
@@ -195,7 +195,6 @@ pub async fn run_until_with_metrics(
                 stop_rx.clone(),
             );
         }
-        drop(node);
         let (clock, progress, stop) = (ctx.clock.clone(), progress.clone(), stop_rx.clone());
         let watcher_counters = counters.clone();
         // One tenure of the lease: the watcher, writing only through the
@@ -208,11 +207,12 @@ pub async fn run_until_with_metrics(
                 clock: clock.clone(),
                 progress: progress.clone(),
             };
-            let source = match &devchain {
-                Some(chain) => Ok(Some(
+            let source = match (&devchain, node.take()) {
+                (Some(chain), _) => Ok(Some(
                     Arc::new(chain.source(watch.clone())) as Arc<dyn BlockSource>
                 )),
-                None => chains::source(network, &ns, watch.clone()),
+                (None, Some(first)) => Ok(Some(first)),
+                (None, None) => chains::source(network, &ns, watch.clone()),
             };
             let (cfg, counters, stop) = (cfg.clone(), watcher_counters.clone(), stop.clone());
             async move {
