@@ -3,7 +3,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use paywatch_core::{
-    Amount, AssetId, BlockRef, BlockSource, Network, SourceBlock, SourceError, Transfer, WatchSet,
+    Amount, AssetId, BlockRef, BlockSource, Network, SourceBlock, SourceError, Transfer,
+    Unconfirmed, WatchSet,
 };
 
 /// A chain driven by the test: mine, pay, reorg, fail on demand.
@@ -33,6 +34,8 @@ struct State {
     genesis_parent: String,
     /// Transactions the node leaves out of the blocks it serves.
     withheld: HashSet<String>,
+    /// The source shows the mempool, as a node with `mempool = true` does.
+    mempool_visible: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -76,6 +79,7 @@ impl ScriptedChain {
                 namespace,
                 genesis_parent,
                 withheld: HashSet::new(),
+                mempool_visible: false,
             })),
         };
         chain.mine();
@@ -133,6 +137,21 @@ impl ScriptedChain {
     /// The node serves whole blocks again.
     pub fn serve_everything(&self) {
         self.lock().withheld.clear();
+    }
+
+    /// The source serves the mempool ([`BlockSource::unconfirmed`]), as a
+    /// Bitcoin or Litecoin node does: payments show before they are mined.
+    pub fn show_mempool(&self) {
+        self.lock().mempool_visible = true;
+    }
+
+    /// Takes a transaction out of the mempool unmined, as a replacement
+    /// (RBF) or an eviction does; true when it was there.
+    pub fn drop_from_mempool(&self, txid: &str) -> bool {
+        let mut s = self.lock();
+        let before = s.mempool.len();
+        s.mempool.retain(|t| t.txid != txid);
+        s.mempool.len() != before
     }
 
     /// Queues a transfer for the next block; returns its txid.
@@ -226,6 +245,21 @@ impl ScriptedChain {
         self.tip().height
     }
 
+    /// The height of the block holding transaction `txid`, on the current
+    /// chain; `None` while it is unmined (or gone).
+    pub fn height_of(&self, txid: &str) -> Option<u64> {
+        self.lock()
+            .blocks
+            .iter()
+            .find(|b| b.transfers.iter().any(|t| t.txid == txid))
+            .map(|b| b.block.height)
+    }
+
+    /// Whether transaction `txid` waits in the mempool.
+    pub fn in_mempool(&self, txid: &str) -> bool {
+        self.lock().mempool.iter().any(|t| t.txid == txid)
+    }
+
     /// The whole current chain, ascending.
     pub fn blocks(&self) -> Vec<BlockRef> {
         self.lock().blocks.iter().map(|b| b.block.clone()).collect()
@@ -282,6 +316,28 @@ impl BlockSource for ScriptedSource {
             Some(h) => h.min(tip),
             None => (tip + 1).saturating_sub(s.confirmations),
         })
+    }
+
+    async fn unconfirmed(&self) -> Result<Option<Unconfirmed>, SourceError> {
+        let mut s = self.chain.lock();
+        if !s.mempool_visible {
+            return Ok(None);
+        }
+        s.maybe_fail()?;
+        let tip = s
+            .blocks
+            .last()
+            .expect("a chain always has a block")
+            .block
+            .hash
+            .clone();
+        let transfers = s
+            .mempool
+            .iter()
+            .filter(|t| self.watch.as_ref().is_none_or(|w| w.contains(&t.to)))
+            .cloned()
+            .collect();
+        Ok(Some(Unconfirmed { tip, transfers }))
     }
 
     async fn block(&self, height: u64) -> Result<Option<SourceBlock>, SourceError> {
