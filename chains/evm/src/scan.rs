@@ -16,7 +16,8 @@ use crate::types::{CallFrame, RpcLog, RpcTransaction, TxTrace};
 pub const TRANSFER_TOPIC: B256 =
     b256!("ddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef");
 
-/// Transfers of ETH get indexes from here up, log indexes stay below: a
+/// Transfers of ETH get indexes from here up, token transfers (a log's
+/// position among its transaction's Transfer logs) stay below: a
 /// transaction can both pay ETH and emit logs, and each needs its own key.
 /// The top-level value is `NATIVE_INDEX`, internal calls follow in trace order.
 pub const NATIVE_INDEX: u32 = 1 << 31;
@@ -108,12 +109,48 @@ pub fn scan(
     if let Some(transactions) = block.transactions {
         native_transfers(block, transactions, watch, &mut found)?;
     }
+    let positions = LogPositions::of(block.logs);
     for log in block.logs {
-        if let Some(t) = token_transfer(block.hash, log, tokens, watch)? {
+        if let Some(t) = token_transfer(block.hash, log, &positions, tokens, watch)? {
             found.push(t);
         }
     }
     Ok(found)
+}
+
+/// Where each Transfer log stands among its own transaction's Transfer
+/// logs: the key of a token payment. The block-wide log index is not: it
+/// changes when the transaction is mined again in another block, and the
+/// same payment would then look like a second one (and lose its first
+/// sighting, so an on-time payment could turn late). A transaction executed
+/// again emits the same logs in the same order, whichever block holds it.
+struct LogPositions {
+    by_tx: HashMap<B256, Vec<u64>>,
+}
+
+impl LogPositions {
+    fn of(logs: &[RpcLog]) -> LogPositions {
+        let mut by_tx: HashMap<B256, Vec<u64>> = HashMap::new();
+        for log in logs
+            .iter()
+            .filter(|l| l.topics.first() == Some(&TRANSFER_TOPIC))
+        {
+            if let (Some(tx), Some(index)) = (log.transaction_hash, log.log_index) {
+                by_tx.entry(tx).or_default().push(index.to::<u64>());
+            }
+        }
+        for indexes in by_tx.values_mut() {
+            indexes.sort_unstable();
+            indexes.dedup();
+        }
+        LogPositions { by_tx }
+    }
+
+    fn position(&self, tx: &B256, log_index: u64) -> Option<u32> {
+        let indexes = self.by_tx.get(tx)?;
+        let at = indexes.binary_search(&log_index).ok()?;
+        u32::try_from(at).ok()
+    }
 }
 
 /// The transactions of the block that pay ETH to a watched address, by
@@ -274,6 +311,7 @@ fn walk(
 fn token_transfer(
     block: B256,
     log: &RpcLog,
+    positions: &LogPositions,
     tokens: &Tokens,
     watch: &WatchRead<'_>,
 ) -> Result<Option<Transfer>, ScanError> {
@@ -312,8 +350,8 @@ fn token_transfer(
     if value.is_zero() {
         return Ok(None);
     }
-    let index = u32::try_from(index.to::<u64>())
-        .ok()
+    let index = positions
+        .position(&tx, index.to::<u64>())
         .filter(|i| *i < NATIVE_INDEX)
         .ok_or(ScanError::IncompleteLog {
             contract: log.address,
