@@ -76,6 +76,43 @@ async fn fresh_http_rates_are_read_exactly_from_strings_and_numbers() {
 }
 
 #[tokio::test]
+async fn a_rate_stamped_in_the_future_is_refused_as_rate_unavailable() {
+    // A feed running an hour ahead, and one sending milliseconds: either
+    // would keep a frozen rate fresh for ever.
+    for (stamp, ahead) in [(NOW_S + 3600, 3600), (NOW_S * 1000, NOW_S * 1000 - NOW_S)] {
+        let body = Arc::new(Mutex::new((
+            200,
+            format!(r#"{{"timestamp": {stamp}, "rates": {{"BTC": "65000"}}}}"#),
+        )));
+        let url = server(body, Arc::new(AtomicUsize::new(0))).await;
+        let rates = HttpJsonRates::new(url, 300, 30, clock());
+        let err = rates.usd_rate(Asset::Btc).await.unwrap_err();
+        assert_eq!(
+            err,
+            RateError::FromTheFuture {
+                asset: Asset::Btc,
+                ahead_secs: ahead,
+                max_skew_secs: 60
+            }
+        );
+        assert!(err.to_string().contains("in the future"), "{err}");
+        let intent_error = paywatch::intents::IntentError::RateUnavailable(err);
+        assert_eq!(intent_error.code(), "rate_unavailable");
+    }
+    // Within the skew clocks may differ by: accepted.
+    let body = Arc::new(Mutex::new((
+        200,
+        format!(
+            r#"{{"timestamp": {}, "rates": {{"BTC": "65000"}}}}"#,
+            NOW_S + 30
+        ),
+    )));
+    let url = server(body, Arc::new(AtomicUsize::new(0))).await;
+    let rates = HttpJsonRates::new(url, 300, 30, clock());
+    assert!(rates.usd_rate(Asset::Btc).await.is_ok());
+}
+
+#[tokio::test]
 async fn a_rate_older_than_the_maximum_age_is_unavailable() {
     let body = Arc::new(Mutex::new((
         200,

@@ -38,6 +38,16 @@ pub enum RateError {
         age_secs: i64,
         max_age_secs: i64,
     },
+    #[error(
+        "the USD rate for {asset} is stamped {ahead_secs} s in the future, more than the \
+         {max_skew_secs} s of clock skew allowed (a feed sending milliseconds, or running \
+         ahead): refused"
+    )]
+    FromTheFuture {
+        asset: Asset,
+        ahead_secs: i64,
+        max_skew_secs: i64,
+    },
     #[error("the rate source {url} failed: {reason}")]
     Source { url: String, reason: String },
 }
@@ -71,6 +81,10 @@ impl RateSource for FixedRates {
         })
     }
 }
+
+/// How far ahead of paywatch's clock a rate's timestamp may be: clocks
+/// disagree by seconds, not minutes.
+pub const MAX_FUTURE_SKEW_SECS: i64 = 60;
 
 /// An HTTP endpoint answering `{"timestamp": <unix s>, "rates": {"BTC": "65000.10", …}}`.
 /// Rates may be JSON strings or numbers; numbers are read from their text,
@@ -181,6 +195,15 @@ impl RateSource for HttpJsonRates {
             .rates
             .get(&asset)
             .ok_or(RateError::Missing(asset))?;
+        // A timestamp ahead of us would keep a frozen rate "fresh" for ever.
+        let ahead_ms = snapshot.published_at_ms.saturating_sub(now);
+        if ahead_ms > MAX_FUTURE_SKEW_SECS * 1000 {
+            return Err(RateError::FromTheFuture {
+                asset,
+                ahead_secs: ahead_ms / 1000,
+                max_skew_secs: MAX_FUTURE_SKEW_SECS,
+            });
+        }
         let age_secs = (now - snapshot.published_at_ms) / 1000;
         if age_secs > self.max_age_secs {
             return Err(RateError::Stale {
