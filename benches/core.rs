@@ -19,7 +19,9 @@ use std::time::Instant;
 use paywatch::clock::{Clock, ManualClock};
 use paywatch::ingest::Ingest;
 use paywatch::intents::{FixedRates, IntentPolicy, IntentService, NewIntent, RateBook};
-use paywatch::reconcile::{evaluate, Attributed, IntentFacts, Matcher, Reconciler, Status};
+use paywatch::reconcile::{
+    decide, Attributed, IntentFacts, Matcher, Reconciler, Status, Tolerance,
+};
 use paywatch::store::{Store, TransferRecord};
 use paywatch_core::{Amount, Asset, AssetId, CanonicalStream, Method, Network, WatchSet};
 use paywatch_testkit::ScriptedChain;
@@ -145,7 +147,9 @@ fn matcher_throughput() {
                 }),
                 success: true,
                 first_seen_ms: T0,
+                final_at_ms: Some(T0),
                 orphaned_at_ms: None,
+                next_block_time_ms: 0,
             }
         })
         .collect();
@@ -165,21 +169,23 @@ fn matcher_throughput() {
     let mut by_status = [0usize; 6];
     for i in 0..INTENTS {
         let ts = attributed.of(i);
-        let e = evaluate(&IntentFacts {
+        let e = decide(&IntentFacts {
             id: i as i64,
             method,
             amount_due: Amount(1_000_000_000_000_000_000),
             expires_at_ms: T0 + 1_800_000,
+            confirm_by_ms: T0 + 5_400_000,
             status: Status::AwaitingPayment,
-            exception: None,
-            settled_at_ms: None,
-            settled_through: None,
-            reversed: false,
+            settlement: None,
+            closing: None,
+            refunded: false,
+            reassigned_in: None,
             reference_settled_by: None,
             transfers: ts,
             final_height: Some(1050),
+            twin_final_height: None,
             now_ms: T0 + 60_000,
-            tolerance: Amount::ZERO,
+            tolerance: Tolerance::NONE,
         });
         by_status[Status::ALL
             .iter()
@@ -222,6 +228,7 @@ async fn ingest_and_reconcile(label: &str, url: &str, n: usize) {
             expiry_secs: 3600,
             topup_amounts_cents: vec![10_000],
             quote_decimals: HashMap::new(),
+            confirm_window_secs: HashMap::new(),
         },
         HashMap::new(),
         HashMap::from([(network, watch.clone())]),

@@ -11,7 +11,7 @@ use tokio::sync::{watch, Notify};
 use tokio::task::JoinSet;
 use tracing::{error, info, warn, Instrument};
 
-use crate::clock::{Clock, SystemClock};
+use crate::clock::{Clock, DatabaseClock};
 use crate::devnet::DevChains;
 use crate::ingest::Ingest;
 use crate::intents::{FixedRates, HttpJsonRates, IntentService, RateBook, RateSource};
@@ -59,9 +59,11 @@ pub struct Context {
 impl Context {
     /// Connects, migrates and wires the services.
     pub async fn build(settings: Settings) -> Result<Context, AppError> {
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let store = Store::connect(&settings.database.url).await?;
         store.migrate().await?;
+        // "Now" for money decisions is the database's, so every instance
+        // sharing it agrees on what is late.
+        let clock: Arc<dyn Clock> = DatabaseClock::start(store.clone()).await?;
         let watch: HashMap<Network, Arc<WatchSet>> = settings
             .enabled_networks()
             .into_iter()
@@ -99,7 +101,8 @@ impl Context {
             clock.clone(),
             settings.tolerances()?,
             settings.reconcile.batch_size,
-        );
+        )
+        .with_confirm_windows(settings.confirm_windows()?);
         Ok(Context {
             settings,
             store,

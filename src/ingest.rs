@@ -43,6 +43,20 @@ impl Ingest {
         network: Network,
         events: &[ChainEvent],
     ) -> Result<ApplyOutcome, IngestError> {
+        self.apply_with_progress(network, events, None).await
+    }
+
+    /// [`apply`](Self::apply), recording the node's tip and final height
+    /// `progress` in the same transaction: a reorg's disconnects, its
+    /// connects and the finality they imply commit together, so no reconcile
+    /// reads the chain half-way through it. Nothing of `progress` is written
+    /// when an event does not fit the stored cursor.
+    pub async fn apply_with_progress(
+        &self,
+        network: Network,
+        events: &[ChainEvent],
+        progress: Option<(u64, u64)>,
+    ) -> Result<ApplyOutcome, IngestError> {
         let now = self.clock.now_ms();
         let mut tx = self.store.begin().await?;
         let mut outcome = ApplyOutcome::AlreadyApplied;
@@ -61,6 +75,11 @@ impl Ingest {
                     return Ok(mismatch);
                 }
             }
+        }
+        if let Some((tip, final_height)) = progress {
+            self.store
+                .record_progress_in(&mut tx, network, tip, final_height, now, None)
+                .await?;
         }
         tx.commit().await.map_err(StoreError::from)?;
         Ok(outcome)

@@ -40,6 +40,9 @@ enum Command {
     /// Recorded transfers.
     #[command(subcommand)]
     Transfers(TransferCommand),
+    /// Accounts' USD balances: read one, pay from one.
+    #[command(subcommand)]
+    Balance(BalanceCommand),
     /// Each watcher's tip, cursor, lag and last error.
     Status,
     /// Check the money rules against the database: no top-up credited twice
@@ -98,6 +101,32 @@ enum IntentCommand {
         id: i64,
         #[arg(long)]
         note: Option<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum BalanceCommand {
+    /// An account's available balance: posted ledger entries only.
+    Show {
+        #[arg(long)]
+        account: String,
+    },
+    /// Debit an account once per --key; with --order, the debit pays that
+    /// order (refused if the order is already paid or the balance falls short).
+    Debit {
+        #[arg(long)]
+        account: String,
+        /// USD amount, at most two decimals.
+        #[arg(long)]
+        usd: String,
+        /// Idempotency key: the same key never debits twice.
+        #[arg(long)]
+        key: String,
+        /// The reference of the order this debit pays.
+        #[arg(long)]
+        order: Option<String>,
+        #[arg(long)]
+        memo: Option<String>,
     },
 }
 
@@ -266,7 +295,9 @@ fn extract_ethereum(files: &[(String, Vec<u8>)], watch: &[String]) -> anyhow::Re
     let report = paywatch_evm::extract(files, watch).context("extract_failed")?;
     for p in &report.payments {
         let t = &p.transfer;
-        // Log indexes as the node gives them; ETH by value or internal call.
+        // A token transfer's key: its log's place among its transaction's
+        // Transfer logs (not the block-wide log index, which changes when the
+        // transaction is mined again); ETH by value or internal call.
         let index = match t.index.checked_sub(paywatch_evm::NATIVE_INDEX) {
             None => format!("log:{}", t.index),
             Some(0) => "value".to_owned(),
@@ -340,6 +371,7 @@ async fn run() -> anyhow::Result<()> {
         Command::Extract { .. } | Command::HashToken => {} // answered above, without a database
         Command::Migrate => println!("migrations applied ({})", ctx.store.dialect().as_str()),
         Command::Intent(c) => intent(&ctx, c).await?,
+        Command::Balance(c) => balance(&ctx, c).await?,
         Command::Addresses(AddressCommand::Import { network, file }) => {
             let network: Network = network.parse()?;
             let text = std::fs::read_to_string(&file).with_context(|| format!("reading {file}"))?;
@@ -502,6 +534,83 @@ async fn intent(ctx: &Context, command: IntentCommand) -> anyhow::Result<()> {
                 bail!("not_found: no intent {id}");
             }
             println!("recorded: intent {id} declared paid (a declaration is not proof; the chain decides)");
+        }
+    }
+    Ok(())
+}
+
+async fn balance(ctx: &Context, command: BalanceCommand) -> anyhow::Result<()> {
+    use paywatch::reconcile::{BalancePayment, DebitOutcome, SettledBy};
+    let usd = |cents: i64| paywatch_core::Amount(cents.unsigned_abs().into()).to_decimal_string(2);
+    match command {
+        BalanceCommand::Show { account } => {
+            let cents = ctx.store.balance_cents(&account).await?;
+            println!(
+                "{account}: {}{} USD available",
+                if cents < 0 { "-" } else { "" },
+                usd(cents)
+            );
+        }
+        BalanceCommand::Debit {
+            account,
+            usd: amount,
+            key,
+            order,
+            memo,
+        } => {
+            let cents = paywatch_core::Amount::parse_decimal("usd", &amount, 2)
+                .map_err(|e| anyhow::anyhow!("amount_invalid: {e}"))?;
+            let cents = i64::try_from(cents.0)
+                .ok()
+                .filter(|c| *c > 0)
+                .ok_or_else(|| anyhow::anyhow!("amount_invalid: usd must be above 0"))?;
+            let outcome = ctx
+                .reconciler
+                .debit(&BalancePayment {
+                    account: &account,
+                    cents,
+                    key: &key,
+                    memo: memo.as_deref(),
+                    order: order.as_deref(),
+                })
+                .await?;
+            let paid = order
+                .as_deref()
+                .map(|o| format!("; order {o} paid from the balance"))
+                .unwrap_or_default();
+            match outcome {
+                DebitOutcome::Posted { balance_cents } => {
+                    println!(
+                        "debited {} USD from {account}{paid}; {} USD left",
+                        usd(cents),
+                        usd(balance_cents)
+                    )
+                }
+                DebitOutcome::AlreadyPosted { balance_cents } => println!(
+                    "already debited under key {key}{paid}; nothing taken again; {} USD available",
+                    usd(balance_cents)
+                ),
+                DebitOutcome::Insufficient { balance_cents } => bail!(
+                    "insufficient_balance: {account} has {} USD, not {} USD; nothing was debited",
+                    usd(balance_cents),
+                    usd(cents)
+                ),
+                DebitOutcome::KeyConflict => {
+                    bail!("conflict: key {key} was used for another debit; use a new key")
+                }
+                DebitOutcome::OrderAlreadyPaid(by) => bail!(
+                    "conflict: order {} is already paid by {}; nothing was debited",
+                    order.unwrap_or_default(),
+                    match by {
+                        SettledBy::Intent(id) => format!("intent {id}"),
+                        SettledBy::Balance => "the balance".to_owned(),
+                    }
+                ),
+                DebitOutcome::OrderOfAnotherAccount(owner) => bail!(
+                    "conflict: order {} belongs to account {owner}; nothing was debited",
+                    order.unwrap_or_default()
+                ),
+            }
         }
     }
     Ok(())

@@ -9,6 +9,7 @@ use rust_decimal::Decimal;
 use serde::Deserialize;
 
 use crate::intents::{parse_rate, IntentPolicy};
+use crate::reconcile::{Tolerance, MAX_BASIS_POINTS};
 
 pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
 
@@ -62,8 +63,9 @@ pub struct RateSettings {
 pub struct ReconcileSettings {
     pub interval_ms: u64,
     pub batch_size: i64,
+    /// Per method ("ASSET:network"): `{ basis_points = 50, max = "0.001" }`.
     #[serde(default)]
-    pub tolerance: BTreeMap<String, String>,
+    pub tolerance: BTreeMap<String, serde_json::Value>,
 }
 
 /// Leadership per network when several instances share one database.
@@ -113,6 +115,11 @@ pub struct NetworkSettings {
     pub blocks_per_poll: usize,
     /// First height to scan on a fresh database; the node's tip when unset.
     pub start_height: Option<u64>,
+    /// Seconds after an intent's expiry that money seen in time may take to
+    /// become final and still settle without a person; the network's
+    /// default (reconcile::time_policy) when unset.
+    #[serde(default)]
+    pub confirm_within_secs: Option<i64>,
     #[serde(default)]
     pub contracts: BTreeMap<String, String>,
     /// Which chain of the network the node and keys are on: main, test or regtest.
@@ -527,17 +534,37 @@ impl Settings {
             expiry_secs: self.intents.expiry_secs,
             topup_amounts_cents,
             quote_decimals,
+            confirm_window_secs: self.confirm_windows()?,
         })
     }
 
-    pub fn tolerances(&self) -> Result<HashMap<Method, Amount>, SettingsError> {
+    /// Each network's configured confirm window, in seconds.
+    pub fn confirm_windows(&self) -> Result<HashMap<Network, i64>, SettingsError> {
+        let mut out = HashMap::new();
+        for (name, n) in &self.networks {
+            if let Some(secs) = n.confirm_within_secs {
+                if secs <= 0 {
+                    return Err(SettingsError::Invalid(format!(
+                        "networks.{name}.confirm_within_secs: {secs} must be above 0"
+                    )));
+                }
+                let network = name
+                    .parse::<Network>()
+                    .map_err(|e| SettingsError::Invalid(format!("networks.{name}: {e}")))?;
+                out.insert(network, secs);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The shortfall accepted as paid, per method: a share of the amount due
+    /// in basis points (at most [`MAX_BASIS_POINTS`]), capped by `max`.
+    pub fn tolerances(&self) -> Result<HashMap<Method, Tolerance>, SettingsError> {
         let mut out = HashMap::new();
         for (key, value) in &self.reconcile.tolerance {
             let field = format!("reconcile.tolerance.{key}");
             let method = parse_method_key(&field, key)?;
-            let amount = Amount::parse_decimal(&field, value, method.decimals())
-                .map_err(|e| SettingsError::Invalid(e.to_string()))?;
-            out.insert(method, amount);
+            out.insert(method, parse_tolerance(&field, method, value)?);
         }
         Ok(out)
     }
@@ -556,6 +583,57 @@ impl Settings {
         }
         Ok(out)
     }
+}
+
+/// `{ basis_points = N, max = "coin amount" }`, refusing the absolute coin
+/// amount of earlier versions with a message saying what replaced it.
+fn parse_tolerance(
+    field: &str,
+    method: Method,
+    value: &serde_json::Value,
+) -> Result<Tolerance, SettingsError> {
+    let invalid = |why: String| SettingsError::Invalid(format!("{field}: {why}"));
+    let Some(table) = value.as_object() else {
+        return Err(invalid(format!(
+            "a tolerance is a share of the amount due, not a fixed coin amount ({value}): \
+             write {{ basis_points = 50, max = \"0.001\" }} (0.5% of the amount due, at most \
+             0.001 {})",
+            method.asset()
+        )));
+    };
+    if let Some(unknown) = table.keys().find(|k| *k != "basis_points" && *k != "max") {
+        return Err(invalid(format!(
+            "unknown key '{unknown}' (basis_points and max are known)"
+        )));
+    }
+    let basis_points = match table.get("basis_points") {
+        None => 0,
+        Some(v) => v
+            .as_u64()
+            .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|n| *n <= MAX_BASIS_POINTS)
+            .ok_or_else(|| {
+                invalid(format!(
+                    "basis_points: {v} must be a whole number from 0 to {MAX_BASIS_POINTS} \
+                     (a tolerance never reaches the whole amount due)"
+                ))
+            })?,
+    };
+    let max = match table.get("max") {
+        None => None,
+        Some(v) => {
+            let text = v
+                .as_str()
+                .map(str::to_owned)
+                .unwrap_or_else(|| v.to_string());
+            Some(
+                Amount::parse_decimal(&format!("{field}.max"), &text, method.decimals())
+                    .map_err(|e| SettingsError::Invalid(e.to_string()))?,
+            )
+        }
+    };
+    Ok(Tolerance { basis_points, max })
 }
 
 /// "ASSET:network", e.g. "USDT:tron".

@@ -147,6 +147,39 @@ enum Step {
     Idle,
 }
 
+/// One database transaction's share of a batch of chain events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Chunk<'a> {
+    pub events: &'a [ChainEvent],
+    /// Record the node's tip and final height in this transaction too.
+    pub progress: bool,
+}
+
+/// How a batch is written: `per_transaction` events at a time, except that
+/// a batch holding a reorg (disconnects, then the new branch's connects) is
+/// written whole in one transaction, with the final height it implies, so
+/// a reconcile running between two transactions never sees the old
+/// branch's money gone and the new branch's not yet there, or the new
+/// branch without its finality.
+pub fn transactions_for(events: &[ChainEvent], per_transaction: usize) -> Vec<Chunk<'_>> {
+    let reorg = events
+        .iter()
+        .any(|e| matches!(e, ChainEvent::Disconnected { .. }));
+    if reorg {
+        return vec![Chunk {
+            events,
+            progress: true,
+        }];
+    }
+    events
+        .chunks(per_transaction.max(1))
+        .map(|events| Chunk {
+            events,
+            progress: false,
+        })
+        .collect()
+}
+
 enum Trouble {
     Transient(String),
     Halt(StreamError),
@@ -255,8 +288,26 @@ impl Watcher {
                 "chain reorganised; orphaning disconnected blocks"
             );
         }
-        for chunk in events.chunks(self.cfg.events_per_transaction) {
-            let applied = self.deps.ingest.apply(network, chunk).await;
+        // A reorg is written in one transaction with the final height it
+        // implies, read now: the stream's cursor already holds its blocks.
+        let reorg_progress = if disconnects > 0 {
+            let started = Instant::now();
+            let confirmed = s.confirmed_final_height().await;
+            self.observe_source(started, confirmed.as_ref().err());
+            let final_height = confirmed
+                .map_err(|e| Trouble::Transient(e.to_string()))?
+                .unwrap_or(0);
+            Some((s.last_tip().map_or(0, |t| t.height), final_height))
+        } else {
+            None
+        };
+        for chunk in transactions_for(&events, self.cfg.events_per_transaction) {
+            let progress = reorg_progress.filter(|_| chunk.progress);
+            let applied = self
+                .deps
+                .ingest
+                .apply_with_progress(network, chunk.events, progress)
+                .await;
             if applied.is_err() {
                 // Nothing of this chunk was written; emit it again after a reload.
                 self.cursor_stale = true;

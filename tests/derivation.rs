@@ -46,6 +46,7 @@ fn deriving_service(h: &Harness) -> (IntentService, Arc<WatchSet>) {
             expiry_secs: 1800,
             topup_amounts_cents: vec![10_000],
             quote_decimals: HashMap::new(),
+            confirm_window_secs: HashMap::new(),
         },
         HashMap::from([(
             Network::Ethereum,

@@ -63,7 +63,7 @@ async fn the_checker_passes_credits_and_reversals_and_names_a_double_credit(b: B
     assert_eq!(
         rules,
         [
-            "one credit and at most one reversal per intent",
+            "a top-up credited at most once net, and only while it stands",
             "the ledger's top-up sum equals the settled top-ups'"
         ],
         "{:?}",
@@ -71,7 +71,10 @@ async fn the_checker_passes_credits_and_reversals_and_names_a_double_credit(b: B
     );
     assert_eq!(
         check.violations[0].detail,
-        format!("intent {}: 2 topup_credit entries", topup.id)
+        format!(
+            "intent {}: credits less reversals come to 50000 cents of 50000, reversed",
+            topup.id
+        )
     );
     assert_eq!(
         check.violations[1].detail,
@@ -103,7 +106,7 @@ async fn the_checker_names_a_settled_top_up_without_its_credit(b: Backend) {
     assert_eq!(
         named,
         [
-            ("every settled top-up credited", expected.as_str()),
+            ("every standing settled top-up credited", expected.as_str()),
             (
                 "the ledger's top-up sum equals the settled top-ups'",
                 "ledger 0 cents, settled top-ups 10000 cents"

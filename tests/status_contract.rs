@@ -14,7 +14,7 @@ use std::sync::Arc;
 use common::{rates, Backend, Harness};
 use paywatch::clock::Clock;
 use paywatch::intents::NewIntent;
-use paywatch::reconcile::{Exception, Status};
+use paywatch::reconcile::{Exception, Status, Tolerance};
 use paywatch::store::{ApplyOutcome, IntentRecord};
 use paywatch::IntentKind;
 use paywatch_core::{Amount, Asset, AssetId, ChainEvent, Method, Network};
@@ -36,7 +36,7 @@ on_both_databases!(
     an_overpayment_is_paid_with_the_excess_recorded_and_credits_only_the_price,
     // 4. late payment
     a_payment_after_expiry_with_nothing_before_is_expired_then_needs_review_as_paid_late,
-    a_block_stamped_at_the_expiry_is_in_time_and_one_second_later_is_late,
+    a_block_followed_by_one_stamped_at_the_expiry_is_in_time_and_one_second_later_is_late,
     // 5. wrong asset
     another_asset_at_the_address_needs_review_as_wrong_asset_without_settling,
     an_unknown_token_or_the_native_coin_at_a_token_address_is_wrong_asset,
@@ -54,7 +54,7 @@ on_both_databases!(
     // 8. reorgs after finality
     a_reorg_after_finality_reverses_a_paid_order_for_review,
     a_reorg_after_finality_reverses_a_topup_credit_once_with_an_appended_ledger_entry,
-    a_reversed_payment_that_is_mined_again_stays_reversed_for_support,
+    a_reversed_payment_that_is_mined_again_is_credited_again_by_a_new_entry,
     a_deep_reorg_that_remines_the_payment_final_in_the_same_pass_changes_nothing,
     // 9. restarts and crashes
     a_restarted_stream_resumes_from_the_persisted_cursor_without_loss_or_double_credit,
@@ -124,18 +124,21 @@ async fn ledger_entries(h: &Harness) -> i64 {
     h.count("SELECT COUNT(*) FROM ledger_entries").await
 }
 
+/// The intent's status changes in the outbox (settlements and ledger
+/// entries have rows of their own topics beside them).
 async fn outbox_for(h: &Harness, id: i64) -> i64 {
     h.count(&format!(
-        "SELECT COUNT(*) FROM outbox WHERE intent_id = {id}"
+        "SELECT COUNT(*) FROM outbox WHERE intent_id = {id} AND topic = 'intent.status'"
     ))
     .await
 }
 
-/// The newest outbox payload of an intent.
+/// The newest status payload of an intent in the outbox.
 async fn last_outbox_payload(h: &Harness, id: i64) -> serde_json::Value {
     let rows = h
         .rows(&format!(
-            "SELECT payload FROM outbox WHERE intent_id = {id} ORDER BY id DESC"
+            "SELECT payload FROM outbox WHERE intent_id = {id} AND topic = 'intent.status' \
+             ORDER BY id DESC"
         ))
         .await;
     let payload = rows.first().expect("an outbox row").get("payload").unwrap();
@@ -181,9 +184,15 @@ async fn exact_payment_is_confirming_then_paid_once_final(b: Backend) {
     h.sync().await;
     assert_eq!(h.count("SELECT COUNT(*) FROM settlements").await, 1);
     assert_eq!(
-        h.count("SELECT COUNT(*) FROM outbox WHERE intent_id IS NOT NULL")
+        h.count("SELECT COUNT(*) FROM outbox WHERE topic = 'intent.status'")
             .await,
         2
+    );
+    assert_eq!(
+        h.count("SELECT COUNT(*) FROM outbox WHERE topic = 'settlement'")
+            .await,
+        1,
+        "the settlement has its own outbox row"
     );
 }
 
@@ -542,7 +551,12 @@ async fn a_payment_after_expiry_with_nothing_before_is_expired_then_needs_review
 
 /// Received time is min(first seen, block time), compared with the expiry
 /// inclusively. Both blocks here are first seen after the expiry.
-async fn a_block_stamped_at_the_expiry_is_in_time_and_one_second_later_is_late(b: Backend) {
+/// Seen only after the expiry (paywatch was down), a payment is in time when
+/// the block after its own was stamped at the expiry or before; its own
+/// block's stamp, within a miner's lag of the expiry, proves nothing.
+async fn a_block_followed_by_one_stamped_at_the_expiry_is_in_time_and_one_second_later_is_late(
+    b: Backend,
+) {
     let mut h = Harness::new(b, Network::Bitcoin, 1).await;
     h.import_pool(2).await;
     let on_time = h.create("order", "order-edge-1", "BTC", "100").await;
@@ -551,9 +565,11 @@ async fn a_block_stamped_at_the_expiry_is_in_time_and_one_second_later_is_late(b
     let expiry_secs = on_time.expires_at_ms / 1000;
 
     h.pay(&on_time.address, Asset::Btc, on_time.amount_due);
-    h.chain.set_block_time(expiry_secs);
+    h.chain.set_block_time(expiry_secs - 300);
     h.chain.mine();
     h.pay(&late.address, Asset::Btc, late.amount_due);
+    h.chain.set_block_time(expiry_secs);
+    h.chain.mine();
     h.chain.set_block_time(expiry_secs + 1);
     h.chain.mine();
     h.pass_expiry(&on_time);
@@ -671,7 +687,8 @@ async fn a_wrong_asset_alongside_a_full_payment_settles_once_but_needs_review(b:
     h.mine(1);
     h.sync().await;
     let i = h.intent(intent.id).await;
-    assert_state(&i, Status::NeedsReview, Some(Exception::WrongAsset));
+    // Nothing is final yet: no exception stands on money that may vanish.
+    assert_state(&i, Status::Confirming, None);
     assert_eq!(i.amount_pending, Amount(100_000_000));
     assert_eq!(settlements(&h).await, 0, "not final yet");
     assert_eq!(h.balance("acct-1").await, 0);
@@ -724,16 +741,18 @@ async fn a_second_payment_to_a_paid_topup_needs_review_as_duplicate_and_is_not_c
     h.chain.mine();
     h.sync().await;
     let i = h.intent(intent.id).await;
-    assert_state(&i, Status::NeedsReview, Some(Exception::Duplicate));
-    assert_eq!(
-        reason(&i),
-        "another 500 USDT arrived after the intent was already paid"
-    );
+    // Not final yet: shown as pending money, not yet put before a person.
+    assert_state(&i, Status::Paid, None);
+    assert_eq!(i.amount_pending, Amount(500_000_000));
 
     h.mine(2);
     h.sync().await;
     let i = h.intent(intent.id).await;
     assert_state(&i, Status::NeedsReview, Some(Exception::Duplicate));
+    assert_eq!(
+        reason(&i),
+        "another 500 USDT arrived after the intent was already paid"
+    );
     assert_eq!(i.amount_final, Amount(1_000_000_000));
     assert_eq!(i.amount_excess, Amount(500_000_000));
     assert!(i.paid_at_ms.is_some());
@@ -1231,7 +1250,9 @@ async fn a_reorg_after_finality_reverses_a_topup_credit_once_with_an_appended_le
 /// A credited top-up's payment is reorged out (reversed), then mined again
 /// and final: the credit is not restored behind support's back; the intent
 /// stays for review, saying the money is final again.
-async fn a_reversed_payment_that_is_mined_again_stays_reversed_for_support(b: Backend) {
+/// Money a reversal took back that comes back and is final again counts
+/// again: a new credit under its own key, nothing deleted.
+async fn a_reversed_payment_that_is_mined_again_is_credited_again_by_a_new_entry(b: Backend) {
     let mut h = Harness::new(b, Network::Ethereum, 2).await;
     h.import_pool(1).await;
     h.mine(3);
@@ -1254,15 +1275,36 @@ async fn a_reversed_payment_that_is_mined_again_stays_reversed_for_support(b: Ba
     h.mine(3);
     h.sync().await;
     let i = h.intent(intent.id).await;
-    assert_state(&i, Status::NeedsReview, Some(Exception::Reversed));
+    assert_state(&i, Status::Paid, None);
     assert_eq!(i.amount_final, Amount(100_000_000));
+    assert_eq!(i.reversed_at_ms, None);
+    let keys: Vec<String> = h
+        .rows("SELECT entry_key, usd_cents FROM ledger_entries ORDER BY id")
+        .await
+        .iter()
+        .map(|r| format!("{} {}", r.get("entry_key").unwrap(), r.int("usd_cents")))
+        .collect();
     assert_eq!(
-        reason(&i),
-        "the credited payment was reversed by a reorg; final now 100 USDT of 100 USDT"
+        keys,
+        [
+            format!("topup:{} 10000", intent.id),
+            format!("reversal:{} -10000", intent.id),
+            format!("topup:{}:2 10000", intent.id),
+        ]
     );
-    assert_eq!(ledger_entries(&h).await, 2);
-    assert_eq!(h.balance("acct-1").await, 0);
+    assert_eq!(h.balance("acct-1").await, 10_000);
     assert_eq!(settlements(&h).await, 1);
+    assert_eq!(
+        h.status_history(intent.id).await,
+        ["awaiting_payment", "paid", "needs_review", "paid"]
+    );
+    assert_eq!(
+        h.count("SELECT COUNT(*) FROM outbox WHERE topic = 'settlement' AND payload LIKE '%settlement.recredited%'")
+            .await,
+        1
+    );
+    let check = h.store.check_invariants().await.unwrap();
+    assert!(check.violations.is_empty(), "{:?}", check.violations);
 }
 
 /// A reorg deeper than finality whose new branch holds the same payment,
@@ -1391,7 +1433,9 @@ async fn downtime_across_the_expiry_does_not_make_a_timely_payment_late(b: Backe
     h.import_pool(1).await;
     let intent = h.create("order", "order-downtime", "BTC", "100").await;
     h.pay(&intent.address, Asset::Btc, intent.amount_due);
-    h.mine(1);
+    // Mined, and another block after it, before the expiry; paywatch reads
+    // both only after it.
+    h.mine(2);
     h.pass_expiry(&intent);
     h.restart_process().await;
     h.sync().await;
@@ -1403,6 +1447,8 @@ async fn downtime_across_the_expiry_does_not_make_a_timely_payment_late(b: Backe
         .await;
     assert!(row.int("block_time") <= intent.expires_at_ms);
     assert!(row.int("first_seen_at") > intent.expires_at_ms);
+    // Had the payment's block been the last before the expiry, only its own
+    // stamp (within a miner's lag of the expiry) would speak for it: review.
 }
 
 async fn replaying_the_same_events_is_a_no_op_and_a_stale_replay_resurrects_nothing(b: Backend) {
@@ -2005,9 +2051,16 @@ async fn i_have_paid_is_recorded_with_its_time_and_changes_no_status(b: Backend)
 // ---------------------------------------------------------------------------
 // 13. tolerance
 
-/// 0.01 USDT of tolerance on USDT-on-Ethereum only.
+/// One basis point of tolerance (0.01 USDT of 100) on USDT-on-Ethereum only.
 async fn a_shortfall_within_the_configured_tolerance_is_paid(b: Backend) {
-    let tolerance: HashMap<Method, Amount> = [(usdt_eth(), Amount(10_000))].into();
+    let tolerance: HashMap<Method, Tolerance> = [(
+        usdt_eth(),
+        Tolerance {
+            basis_points: 1,
+            max: None,
+        },
+    )]
+    .into();
     let mut h = Harness::with_policy(b, Network::Ethereum, 1, tolerance).await;
     h.import_pool(3).await;
     let within = h.create("topup", "topup-tol-1", "USDT", "100").await;
@@ -2146,9 +2199,9 @@ async fn a_reorg_replacing_the_final_block_lowers_finality_until_the_node_confir
     assert_eq!(h.intent(intent.id).await.status, Status::Paid);
 
     // The payment's block is replaced, the payment re-mined in the new
-    // branch's first block: a reorg after finality. The credit is reversed for
-    // review, and the re-mined payment is not final until it has 2
-    // confirmations on the new branch.
+    // branch's first block: a reorg after finality. The settlement is
+    // reversed for review until the re-mined payment has 2 confirmations on
+    // the new branch; then it stands again.
     h.chain.reorg_keeping_transactions(2);
     h.mine(1);
     h.sync().await;
@@ -2167,9 +2220,9 @@ async fn a_reorg_replacing_the_final_block_lowers_finality_until_the_node_confir
         "final again on the new branch"
     );
     assert_eq!(
-        i.exception,
-        Some(Exception::Reversed),
-        "still support's to resolve"
+        (i.status, i.exception, i.reversed_at_ms),
+        (Status::Paid, None, None),
+        "the money it stood on is back: paid again"
     );
     assert_eq!(h.count("SELECT COUNT(*) FROM settlements").await, 1);
 }

@@ -162,10 +162,11 @@ fn settings(h: &Harness, url: &str) -> Settings {
     s
 }
 
-/// Two orders, each paid then confirmed: four outbox rows, two per intent
-/// (confirming, paid), all written before the task starts so that each
-/// intent's second row is due while its first is still being retried.
-async fn four_status_changes(h: &mut Harness) -> Vec<(i64, i64)> {
+/// Two orders, each paid then confirmed: six outbox rows, three per intent
+/// (confirming, paid, and the settlement), all written before the task
+/// starts so that each intent's later rows are due while its first is still
+/// being retried.
+async fn two_paid_orders(h: &mut Harness) -> Vec<(i64, i64)> {
     h.import_pool(2).await;
     let a = h.create("order", "wh-a", "LTC", "100").await;
     let b = h.create("order", "wh-b", "LTC", "100").await;
@@ -181,9 +182,9 @@ async fn four_status_changes(h: &mut Harness) -> Vec<(i64, i64)> {
         .iter()
         .map(|r| (r.int("id"), r.int("intent_id")))
         .collect();
-    assert_eq!(rows.len(), 4, "{rows:?}");
+    assert_eq!(rows.len(), 6, "{rows:?}");
     for id in [a.id, b.id] {
-        assert_eq!(rows.iter().filter(|(_, i)| *i == id).count(), 2);
+        assert_eq!(rows.iter().filter(|(_, i)| *i == id).count(), 3);
         assert_eq!(h.status_history(id).await.last().unwrap(), "paid");
     }
     rows
@@ -271,12 +272,12 @@ async fn two_instances_deliver_every_change_once_signed_and_in_order_to_a_failin
     b: Backend,
 ) {
     let mut h = Harness::new(b, Network::Litecoin, 3).await;
-    let rows = four_status_changes(&mut h).await;
+    let rows = two_paid_orders(&mut h).await;
     let (receiver, url) = Receiver::start(3).await;
     let pending = deliveries(&h.store, DeliveryState::Pending).await;
     assert_eq!(
         pending.len(),
-        4,
+        rows.len(),
         "every outbox row is enrolled when written"
     );
     assert!(pending.iter().all(|d| d.attempts == 0));
@@ -286,7 +287,7 @@ async fn two_instances_deliver_every_change_once_signed_and_in_order_to_a_failin
     let settings = settings(&h, &url);
     let task = Task::start(h.store.clone(), &settings);
     let other = Task::start(h.another_store().await, &settings);
-    all_delivered(&h.store, 4).await;
+    all_delivered(&h.store, rows.len()).await;
     task.stop().await;
     other.stop().await;
 
@@ -299,7 +300,7 @@ async fn two_instances_deliver_every_change_once_signed_and_in_order_to_a_failin
     );
     assert_eq!(
         hits.len(),
-        7,
+        3 + rows.len(),
         "three failures, then each row once: {hits:?}"
     );
     for hit in &hits {
@@ -345,7 +346,7 @@ async fn two_instances_deliver_every_change_once_signed_and_in_order_to_a_failin
 
 async fn delivery_stopped_mid_retry_resumes_after_a_restart_and_loses_nothing(b: Backend) {
     let mut h = Harness::new(b, Network::Litecoin, 3).await;
-    let rows = four_status_changes(&mut h).await;
+    let rows = two_paid_orders(&mut h).await;
     let (receiver, url) = Receiver::start(usize::MAX).await;
     let settings = settings(&h, &url);
 
@@ -377,10 +378,10 @@ async fn delivery_stopped_mid_retry_resumes_after_a_restart_and_loses_nothing(b:
         assert!(d.next_attempt_at_ms > d.last_attempt_at_ms.unwrap());
     }
     let waiting = deliveries(&h.store, DeliveryState::Pending).await;
-    assert_eq!(waiting.len(), 2);
+    assert_eq!(waiting.len(), rows.len() - 2);
     assert!(
         waiting.iter().all(|d| d.attempts == 0),
-        "no intent's second row goes before its first"
+        "no intent's later row goes before its first"
     );
 
     // A new process: a fresh connection pool and task, with nothing but
@@ -388,7 +389,7 @@ async fn delivery_stopped_mid_retry_resumes_after_a_restart_and_loses_nothing(b:
     receiver.failures_left.store(0, Ordering::SeqCst);
     let store = h.another_store().await;
     let task = Task::start(store.clone(), &settings);
-    all_delivered(&store, 4).await;
+    all_delivered(&store, rows.len()).await;
     task.stop().await;
 
     let hits = receiver.hits();
@@ -409,11 +410,11 @@ async fn delivery_stopped_mid_retry_resumes_after_a_restart_and_loses_nothing(b:
 
 async fn an_operator_can_have_a_delivered_row_sent_again(b: Backend) {
     let mut h = Harness::new(b, Network::Litecoin, 3).await;
-    let rows = four_status_changes(&mut h).await;
+    let rows = two_paid_orders(&mut h).await;
     let (receiver, url) = Receiver::start(0).await;
     let settings = settings(&h, &url);
     let task = Task::start(h.store.clone(), &settings);
-    all_delivered(&h.store, 4).await;
+    all_delivered(&h.store, rows.len()).await;
     let (first, second) = (rows[0].0, rows[1].0);
 
     // From the store, as a maintenance script would.
@@ -431,7 +432,7 @@ async fn an_operator_can_have_a_delivered_row_sent_again(b: Backend) {
         receiver.hits_for(first).len() == 2
     })
     .await;
-    all_delivered(&h.store, 4).await;
+    all_delivered(&h.store, rows.len()).await;
     let again = receiver.hits_for(first);
     assert_eq!(again[0].body, again[1].body);
     assert!(again.iter().all(|h| h.answered == 200));
@@ -489,7 +490,7 @@ async fn an_operator_can_have_a_delivered_row_sent_again(b: Backend) {
         receiver.hits_for(second).len() == 2
     })
     .await;
-    all_delivered(&h.store, 4).await;
+    all_delivered(&h.store, rows.len()).await;
     task.stop().await;
 
     let (st, v) = call(

@@ -34,7 +34,14 @@ pub struct IntentView {
     pub created_at_ms: i64,
     pub expires_at_ms: i64,
     pub paid_at_ms: Option<i64>,
+    /// Set while a reorg has taken back the money a settlement stood on.
+    pub reversed_at_ms: Option<i64>,
     pub declared_paid_at_ms: Option<i64>,
+    /// How support closed it: paid_by_support, dismissed, refund_required,
+    /// refunded or reassigned.
+    pub outcome: Option<&'static str>,
+    /// Money seen in time must be final by then to settle without a person.
+    pub confirm_by_ms: Option<i64>,
     pub payment: PaymentView,
 }
 
@@ -105,7 +112,10 @@ impl IntentView {
             created_at_ms: i.created_at_ms,
             expires_at_ms: i.expires_at_ms,
             paid_at_ms: i.paid_at_ms,
+            reversed_at_ms: i.reversed_at_ms,
             declared_paid_at_ms: i.declared_paid_at_ms,
+            outcome: i.outcome.map(|o| o.as_str()),
+            confirm_by_ms: i.confirm_by_ms,
             payment: PaymentView {
                 uri_carries_amount: i.method.network() != Network::Tron,
                 uri,

@@ -17,7 +17,7 @@ use super::intent_view::{intent_uri, usd, IntentView};
 use super::ApiState;
 use crate::intents::NewIntent;
 use crate::payment_uri::{qr_png, qr_svg};
-use crate::store::DebitOutcome;
+use crate::reconcile::{BalancePayment, DebitOutcome, SettledBy};
 use crate::IntentKind;
 use axum::http::header::CONTENT_TYPE;
 
@@ -294,11 +294,20 @@ pub(crate) async fn debit(
     raw: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     s.tokens.authorize(&headers, &[Role::Storefront], "debit")?;
-    let f = body(raw, &["usd_amount", "memo"])?;
+    let f = body(raw, &["usd_amount", "memo", "order"])?;
     let usd_amount = f.required("usd_amount")?;
     let memo = f.text("memo")?;
     if memo.as_ref().is_some_and(|m| m.len() > 1000) {
         return Err(ApiError::invalid("memo: at most 1000 bytes"));
+    }
+    let order = f.text("order")?;
+    if order
+        .as_ref()
+        .is_some_and(|o| o.trim().is_empty() || o.len() > 200)
+    {
+        return Err(ApiError::invalid(
+            "order: the order's reference, 1 to 200 characters",
+        ));
     }
     let key = header_key(&headers)?.ok_or_else(|| {
         ApiError::invalid("Idempotency-Key: required, so a retried debit is never taken twice")
@@ -326,11 +335,16 @@ pub(crate) async fn debit(
                 ),
             )
         })?;
-    let now = s.ctx.clock.now_ms();
     let outcome = s
         .ctx
-        .store
-        .debit(&account, cents, key, memo.as_deref(), now)
+        .reconciler
+        .debit(&BalancePayment {
+            account: &account,
+            cents,
+            key,
+            memo: memo.as_deref(),
+            order: order.as_deref(),
+        })
         .await?;
     let answer = |status: StatusCode, balance: i64, posted: bool| {
         (
@@ -341,6 +355,7 @@ pub(crate) async fn debit(
                 "posted": posted,
                 "available_usd_cents": balance,
                 "available_usd": usd(balance),
+                "order": order.as_ref().map(|o| json!({"reference": o, "paid_via": "balance"})),
             })),
         )
             .into_response()
@@ -365,6 +380,26 @@ pub(crate) async fn debit(
             StatusCode::CONFLICT,
             "conflict",
             format!("Idempotency-Key '{key}' was used for another debit: use a new key"),
+        )),
+        DebitOutcome::OrderAlreadyPaid(by) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            format!(
+                "order {} is already paid by {}; nothing was debited",
+                order.as_deref().unwrap_or_default(),
+                match by {
+                    SettledBy::Intent(id) => format!("intent {id}"),
+                    SettledBy::Balance => "the balance".to_owned(),
+                }
+            ),
+        )),
+        DebitOutcome::OrderOfAnotherAccount(owner) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            format!(
+                "order {} belongs to account {owner}; nothing was debited",
+                order.as_deref().unwrap_or_default()
+            ),
         )),
     }
 }

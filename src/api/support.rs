@@ -14,10 +14,8 @@ use super::error::ApiError;
 use super::intent_view::IntentView;
 use super::storefront::{body, header_key, parse_id};
 use super::ApiState;
-use crate::store::{
-    ActionOutcome, AuditEntry, CaseAction, CaseTransfer, IntentEvent, IntentRecord, RefundRecord,
-    SupportAction,
-};
+use crate::reconcile::{Action, ActionOutcome, CaseAction};
+use crate::store::{AuditEntry, CaseTransfer, IntentEvent, IntentRecord, RefundRecord};
 
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct Search {
@@ -189,7 +187,7 @@ pub(crate) async fn perform_action(
     r: &ActionRequest,
 ) -> Result<Acted, ApiError> {
     let action_text = required("action", &r.action)?;
-    let action = SupportAction::parse(action_text).ok_or_else(|| {
+    let action = action_text.parse::<Action>().ok().ok_or_else(|| {
         ApiError::invalid(format!(
             "action: '{action_text}' is not accept, refund_required, refund_sent, reassign or dismiss"
         ))
@@ -209,21 +207,18 @@ pub(crate) async fn perform_action(
     let to_intent = r.to_intent.as_deref().map(parse_id).transpose()?;
     let outcome = s
         .ctx
-        .store
-        .act_on_case(
-            &CaseAction {
-                intent_id: id,
-                action,
-                role: role.as_str(),
-                actor: actor.trim(),
-                note: note.trim(),
-                key,
-                destination: r.destination.as_deref(),
-                txid: r.txid.as_deref(),
-                to_intent,
-            },
-            s.ctx.clock.now_ms(),
-        )
+        .reconciler
+        .act(&CaseAction {
+            intent_id: id,
+            action,
+            role: role.as_str(),
+            actor: actor.trim(),
+            note: note.trim(),
+            key,
+            destination: r.destination.as_deref(),
+            txid: r.txid.as_deref(),
+            to_intent,
+        })
         .await?;
     match outcome {
         ActionOutcome::Done { audit_id } => Ok(Acted::Done(audit_id)),
@@ -231,10 +226,15 @@ pub(crate) async fn perform_action(
         ActionOutcome::KeyConflict => Err(ApiError::new(
             StatusCode::CONFLICT,
             "conflict",
-            format!("Idempotency-Key '{key}' was used for another action: use a new key"),
+            format!(
+                "Idempotency-Key '{key}' was used for another action, case or content: use a new key"
+            ),
         )),
         ActionOutcome::NotFound(why) => Err(ApiError::not_found(why)),
         ActionOutcome::Refused(why) => Err(ApiError::new(StatusCode::CONFLICT, "conflict", why)),
+        ActionOutcome::NotFinal(why) => {
+            Err(ApiError::new(StatusCode::CONFLICT, "not_final", why))
+        }
     }
 }
 

@@ -14,6 +14,7 @@ pub use quote::{quote, QuoteError};
 pub use rates::{parse_rate, FixedRates, HttpJsonRates, Rate, RateBook, RateError, RateSource};
 
 use crate::clock::Clock;
+use crate::reconcile::{default_confirm_window_secs, SettledBy};
 use crate::store::{IntentRecord, NewIntentRow, Store, StoreError};
 use crate::IntentKind;
 
@@ -46,11 +47,14 @@ pub enum IntentError {
     RateUnavailable(#[from] RateError),
     #[error("no address available on {0}: import more into its pool")]
     NoAddressAvailable(Network),
-    #[error("{kind} {reference} is already paid by intent {intent}")]
+    #[error("{kind} {reference} is already paid by {}", match by {
+        SettledBy::Intent(id) => format!("intent {id}"),
+        SettledBy::Balance => "the account's balance".to_owned(),
+    })]
     AlreadyPaid {
         kind: IntentKind,
         reference: String,
-        intent: i64,
+        by: SettledBy,
     },
     #[error(
         "idempotency key '{key}' was used for intent {intent}, a different request: \
@@ -101,9 +105,20 @@ pub struct IntentPolicy {
     pub expiry_secs: i64,
     pub topup_amounts_cents: Vec<u64>,
     pub quote_decimals: HashMap<Method, u32>,
+    /// How long after the expiry money seen in time may take to be final
+    /// and still settle by itself, per network; unset ones take the default.
+    pub confirm_window_secs: HashMap<Network, i64>,
 }
 
 impl IntentPolicy {
+    /// The confirm window of `network`, in seconds.
+    pub fn confirm_window_secs(&self, network: Network) -> i64 {
+        self.confirm_window_secs
+            .get(&network)
+            .copied()
+            .unwrap_or_else(|| default_confirm_window_secs(network))
+    }
+
     /// Default quote precision: the asset's own, capped at 8 places, so
     /// amounts stay short enough to type.
     pub fn quote_decimals(&self, method: Method) -> u32 {
@@ -248,6 +263,7 @@ impl IntentService {
                 .ok_or(IntentError::NoAddressAvailable(network))?,
         };
         let rate_text = rate.usd_per_coin.normalize().to_string();
+        let expires_at_ms = now + self.policy.expiry_secs * 1000;
         let row = NewIntentRow {
             kind,
             reference,
@@ -260,16 +276,17 @@ impl IntentService {
             rate_source: &rate.source,
             rate_at_ms: rate.at_ms,
             created_at_ms: now,
-            expires_at_ms: now + self.policy.expiry_secs * 1000,
+            expires_at_ms,
+            confirm_by_ms: expires_at_ms + self.policy.confirm_window_secs(network) * 1000,
             create_key,
         };
         let Some(intent) = self.store.insert_intent(&mut tx, &row, address_id).await? else {
             // A settled reference: the rollback returns the address too.
             drop(tx);
             // Settlements are never deleted, so the one the insert saw is there.
-            let intent = self
+            let by = self
                 .store
-                .settled_intent(kind, reference)
+                .settled_by(kind, reference)
                 .await?
                 .ok_or_else(|| {
                     StoreError::Corrupt(format!("the settlement of {kind} {reference} vanished"))
@@ -277,7 +294,7 @@ impl IntentService {
             return Err(IntentError::AlreadyPaid {
                 kind,
                 reference: reference.to_owned(),
-                intent,
+                by,
             });
         };
         tx.commit().await.map_err(StoreError::from)?;

@@ -1,24 +1,41 @@
-//! Attribution, confirmations, the status machine and ledger postings. The
-//! only writer of intent status and of the ledger.
+//! Attribution, confirmations, the status machine and ledger postings: the
+//! one writer of intent status, settlements and the ledger. Support's
+//! decisions and payments from the balance are inputs it reads, written
+//! in the same transaction as the verdict they lead to.
 
-mod evaluate;
+mod balance;
+mod decide;
+mod events;
+mod facts;
 mod matcher;
+mod reason;
 mod status;
+mod support;
+pub mod time_policy;
+mod tolerance;
+mod writer;
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 
-use paywatch_core::{Amount, Method};
-use tracing::{error, info};
+use paywatch_core::{Method, Network};
+use tracing::{error, info, warn};
 
-pub use evaluate::{evaluate, txid_digest, Evaluation, IntentFacts, Reason, SeenTransfer};
+pub use balance::{BalancePayment, DebitOutcome};
+pub use decide::{decide, txid_digest, MoneyMove, Verdict};
+pub use facts::{
+    Action, Closing, IntentFacts, Reassigned, SeenTransfer, SettledBy, SettlementFacts, Via,
+};
 pub use matcher::{Grouping, Matcher};
-
-use crate::store::TransferRecord;
-pub use status::{Exception, Status, UnknownName};
+pub use reason::Reason;
+pub use status::{Exception, Outcome, Status, UnknownName};
+pub use support::{ActionOutcome, CaseAction};
+pub use time_policy::default_confirm_window_secs;
+pub use tolerance::{Tolerance, MAX_BASIS_POINTS};
 
 use crate::clock::Clock;
-use crate::store::{IntentRecord, ReconcileWrite, Store, StoreError};
+use crate::store::{Store, StoreError, TransferRecord, Tx};
 
 /// What one reconcile pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -31,11 +48,16 @@ pub struct PassReport {
     pub claimed: usize,
 }
 
+/// How often a transaction that lost a race on PostgreSQL's snapshot
+/// (another wrote what it read) runs again before the error is reported:
+/// enough for dozens of debits of one account arriving at once.
+const CONFLICT_RETRIES: usize = 60;
+
 #[derive(Debug, Clone)]
 pub struct Reconciler {
     store: Store,
     clock: Arc<dyn Clock>,
-    tolerance: HashMap<Method, Amount>,
+    policy: writer::Policy,
     batch_size: i64,
 }
 
@@ -43,15 +65,28 @@ impl Reconciler {
     pub fn new(
         store: Store,
         clock: Arc<dyn Clock>,
-        tolerance: HashMap<Method, Amount>,
+        tolerance: HashMap<Method, Tolerance>,
         batch_size: i64,
     ) -> Reconciler {
         Reconciler {
             store,
             clock,
-            tolerance,
+            policy: writer::Policy {
+                tolerance,
+                confirm_windows: HashMap::new(),
+            },
             batch_size,
         }
+    }
+
+    /// Confirm windows for intents made before each kept its own deadline.
+    pub fn with_confirm_windows(mut self, windows: HashMap<Network, i64>) -> Reconciler {
+        self.policy.confirm_windows = windows;
+        self
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
     }
 
     /// Reconciles until nothing is left to do.
@@ -73,161 +108,88 @@ impl Reconciler {
     /// One batch in one transaction: status, settlement, ledger and outbox
     /// commit together or not at all.
     pub async fn run_once(&self) -> Result<PassReport, StoreError> {
+        self.retrying(|| self.pass()).await
+    }
+
+    async fn pass(&self) -> Result<PassReport, StoreError> {
         let now = self.clock.now_ms();
-        let mut tx = self.store.begin().await?;
-        let batch = self
+        let mut tx = self.store.begin_snapshot().await?;
+        let pairs = self.store.claim_queue(&mut tx, self.batch_size).await?;
+        let intents = self
             .store
-            .load_reconcile_batch(&mut tx, now, self.batch_size)
+            .lock_intents_at(&mut tx, &pairs, now, self.batch_size)
             .await?;
-        let mut report = PassReport {
-            examined: batch.intents.len(),
-            claimed: batch.claimed,
-            ..PassReport::default()
-        };
-        if batch.intents.is_empty() {
+        if intents.is_empty() {
             // Commit even so: the claimed queue entries had no intent to look at.
             tx.commit().await?;
-            return Ok(report);
+            return Ok(PassReport {
+                claimed: pairs.len(),
+                ..PassReport::default()
+            });
         }
-
-        let matcher = Matcher::new(
-            batch
-                .intents
-                .iter()
-                .map(|i| (i.method.network(), i.address.as_str())),
-        );
-        let attributed = Attributed::rows(&matcher, &batch.transfers, batch.intents.len());
-
-        let facts = |position: usize, settled_by: Option<i64>| {
-            let intent = &batch.intents[position];
-            IntentFacts {
-                id: intent.id,
-                method: intent.method,
-                amount_due: intent.amount_due,
-                expires_at_ms: intent.expires_at_ms,
-                status: intent.status,
-                exception: intent.exception,
-                settled_at_ms: intent.paid_at_ms,
-                settled_through: intent.settled_through,
-                reversed: intent.reversed_at_ms.is_some(),
-                reference_settled_by: settled_by.filter(|id| *id != intent.id),
-                transfers: attributed.of(position),
-                final_height: batch.final_heights.get(&intent.method.network()).copied(),
-                now_ms: now,
-                tolerance: self
-                    .tolerance
-                    .get(&intent.method)
-                    .copied()
-                    .unwrap_or_default(),
-            }
-        };
-        let settled_by = |intent: &IntentRecord| {
-            batch
-                .settled_by
-                .get(&(intent.kind, intent.reference.clone()))
-                .copied()
-        };
-        let mut evals: Vec<Evaluation> = batch
-            .intents
-            .iter()
-            .enumerate()
-            .map(|(p, i)| evaluate(&facts(p, settled_by(i))))
-            .collect();
-
-        // Settle in bulk; an intent that finds its reference taken by another
-        // is evaluated again as the duplicate it is.
-        let candidates: Vec<&IntentRecord> = batch
-            .intents
-            .iter()
-            .zip(&evals)
-            .filter(|(_, e)| e.settle)
-            .map(|(i, _)| i)
-            .collect();
-        let settled = if candidates.is_empty() {
-            Default::default()
-        } else {
-            self.store.settle(&mut tx, &candidates, now).await?
-        };
-        let lost: Vec<&IntentRecord> = candidates
-            .iter()
-            .copied()
-            .filter(|i| !settled.contains(&i.id))
-            .collect();
-        if !lost.is_empty() {
-            let holders = self.store.settlement_holders(&mut tx, &lost).await?;
-            for (p, intent) in batch.intents.iter().enumerate() {
-                if evals[p].settle && !settled.contains(&intent.id) {
-                    evals[p] = evaluate(&facts(
-                        p,
-                        holders
-                            .get(&(intent.kind, intent.reference.clone()))
-                            .copied(),
-                    ));
-                }
-            }
-        }
-        let reversing: Vec<&IntentRecord> = batch
-            .intents
-            .iter()
-            .zip(&evals)
-            .filter(|(_, e)| e.reverse)
-            .map(|(i, _)| i)
-            .collect();
-        self.store.post_reversals(&mut tx, &reversing, now).await?;
-
-        let writes: Vec<ReconcileWrite<'_>> = batch
-            .intents
-            .iter()
-            .zip(&evals)
-            .enumerate()
-            .map(|(position, (intent, eval))| ReconcileWrite {
-                intent,
-                eval,
-                paid_at_ms: if settled.contains(&intent.id) {
-                    Some(now)
-                } else {
-                    intent.paid_at_ms
-                },
-                settled_through: if settled.contains(&intent.id) {
-                    attributed.of(position).iter().map(|t| t.id).max()
-                } else {
-                    intent.settled_through
-                },
-                reversed_at_ms: if eval.reverse {
-                    Some(now)
-                } else {
-                    intent.reversed_at_ms
-                },
-                reason: eval.reason.render(intent.method, |id| {
-                    batch.transfers.iter().find(|t| t.id == id).map(|t| {
-                        format!(
-                            "{} base units of {} on {} in {}",
-                            t.amount,
-                            t.asset.code(),
-                            t.network,
-                            t.txid
-                        )
-                    })
-                }),
-            })
-            .collect();
-        report.changed = self.store.write_evaluations(&mut tx, &writes, now).await?;
-        if report.changed > 0 {
-            self.store.notify_outbox(&mut tx).await?;
-        }
+        let examined = intents.len();
+        let facts = self.store.load_facts(&mut tx, intents).await?;
+        let written = self.write(&mut tx, &facts, now, Vec::new()).await?;
         tx.commit().await?;
+        self.log(&facts, &written);
+        Ok(written.report(examined, pairs.len()))
+    }
 
-        report.settled = settled.len();
-        report.reversed = reversing.len();
-        for i in candidates.iter().filter(|i| settled.contains(&i.id)) {
-            info!(intent = i.id, kind = i.kind.as_str(), reference = %i.reference, account = %i.account,
-                  usd_cents = i.usd_cents, "payment final: settled");
+    /// Decides and writes `facts` in `tx`, with `extra` outbox rows (a
+    /// decision, a debit) after the writer's own.
+    async fn write(
+        &self,
+        tx: &mut Tx,
+        facts: &crate::store::Facts,
+        now: i64,
+        extra: Vec<crate::store::OutboxEvent>,
+    ) -> Result<writer::Written, StoreError> {
+        let mut written = writer::write(&self.store, tx, facts, &self.policy, now).await?;
+        written.events.extend(extra);
+        self.store.insert_outbox(tx, &written.events, now).await?;
+        if !written.events.is_empty() {
+            self.store.notify_outbox(tx).await?;
         }
-        for i in &reversing {
-            error!(alert = "credit_reversed", intent = i.id, kind = i.kind.as_str(), reference = %i.reference,
-                   account = %i.account, "a reorg removed final money after settlement; credit reversed, intent needs review");
+        Ok(written)
+    }
+
+    fn log(&self, facts: &crate::store::Facts, written: &writer::Written) {
+        for i in facts.intents.iter() {
+            if written.settled.contains(&i.id) {
+                info!(intent = i.id, kind = i.kind.as_str(), reference = %i.reference, account = %i.account,
+                      usd_cents = i.usd_cents, "payment final: settled");
+            }
+            if written.reversed.contains(&i.id) {
+                error!(alert = "credit_reversed", intent = i.id, kind = i.kind.as_str(), reference = %i.reference,
+                       account = %i.account, "what a settlement stood on is gone; credit reversed, intent needs review");
+            }
+            if written.recredited.contains(&i.id) {
+                warn!(intent = i.id, kind = i.kind.as_str(), reference = %i.reference, account = %i.account,
+                      "the money of a reversed settlement is back and final: credited again");
+            }
         }
-        Ok(report)
+    }
+
+    /// Runs `attempt` again while it loses a race on PostgreSQL's snapshot:
+    /// each attempt is a whole transaction that wrote nothing when it failed.
+    async fn retrying<T, F, Fut>(&self, attempt: F) -> Result<T, StoreError>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T, StoreError>>,
+    {
+        let mut tries = 0;
+        loop {
+            match attempt().await {
+                Err(e) if e.is_retryable_conflict() && tries < CONFLICT_RETRIES => {
+                    tries += 1;
+                    // Spread the retries of racing transactions apart.
+                    let jitter = crate::store::now_ms().rem_euclid(7) as u64;
+                    let wait = (2u64 << tries.min(6)) + jitter;
+                    tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+                }
+                other => return other,
+            }
+        }
     }
 }
 

@@ -1,6 +1,3 @@
-use std::fmt;
-use std::str::FromStr;
-
 /// The status contract the storefront reads (see README).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Status {
@@ -31,6 +28,15 @@ pub struct UnknownName {
     value: String,
 }
 
+impl UnknownName {
+    pub(crate) fn new(what: &'static str, value: &str) -> UnknownName {
+        UnknownName {
+            what,
+            value: value.to_owned(),
+        }
+    }
+}
+
 macro_rules! named {
     ($ty:ident, $what:literal, { $($variant:ident => $name:literal),+ $(,)? }) => {
         impl $ty {
@@ -41,25 +47,27 @@ macro_rules! named {
             }
         }
 
-        impl fmt::Display for $ty {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        impl ::std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
                 f.write_str(self.as_str())
             }
         }
 
-        impl FromStr for $ty {
-            type Err = UnknownName;
+        impl ::std::str::FromStr for $ty {
+            type Err = $crate::reconcile::UnknownName;
 
             fn from_str(s: &str) -> Result<Self, Self::Err> {
                 $ty::ALL
                     .iter()
                     .copied()
                     .find(|v| v.as_str() == s)
-                    .ok_or_else(|| UnknownName { what: $what, value: s.to_owned() })
+                    .ok_or_else(|| $crate::reconcile::UnknownName::new($what, s))
             }
         }
     };
 }
+
+pub(crate) use named;
 
 named!(Status, "status", {
     AwaitingPayment => "awaiting_payment",
@@ -78,4 +86,25 @@ named!(Exception, "exception", {
     WrongNetwork => "wrong_network",
     Duplicate => "duplicate",
     Reversed => "reversed",
+});
+
+/// How support closed an intent, as the storefront reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// Support accepted the money, or another intent's payment was
+    /// reassigned to it: settled by support.
+    PaidBySupport,
+    Dismissed,
+    RefundRequired,
+    Refunded,
+    /// Its payment was moved to the intent it was meant for.
+    Reassigned,
+}
+
+named!(Outcome, "outcome", {
+    PaidBySupport => "paid_by_support",
+    Dismissed => "dismissed",
+    RefundRequired => "refund_required",
+    Refunded => "refunded",
+    Reassigned => "reassigned",
 });

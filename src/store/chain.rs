@@ -229,6 +229,16 @@ impl Store {
         if transfers.is_empty() {
             return Ok(0);
         }
+        // Ethereum token rows recorded before 0011 carry the block-wide log
+        // index moved to 2^32 and up: the same log met again in the same
+        // block (a rescan) is that row, not a new payment.
+        let legacy = if transfers[0].network == Network::Ethereum {
+            " AND NOT EXISTS (SELECT 1 FROM transfers l WHERE l.txid = v.txid AND l.network = v.network \
+              AND l.block_hash = $2 AND l.idx >= 4294967296 AND l.asset = v.asset \
+              AND l.to_address = v.to_address AND l.amount = v.amount)"
+        } else {
+            ""
+        };
         let rows: Vec<Row<'_>> = transfers
             .iter()
             .map(|t| Row {
@@ -244,10 +254,13 @@ impl Store {
             .collect();
         let sql = format!(
             "INSERT INTO transfers (network, asset, txid, idx, block_hash, block_height, block_time, \
-             to_address, from_address, amount, tx_status, first_seen_at) \
-             SELECT network, asset, txid, idx, $2, $3, $4, to_address, from_address, amount, tx_status, $5 \
-             FROM {} WHERE true \
-             ON CONFLICT (network, txid, idx, block_hash) DO UPDATE SET orphaned_at = NULL \
+             to_address, from_address, amount, tx_status, first_seen_at, final_at) \
+             SELECT network, asset, txid, idx, $2, $3, $4, to_address, from_address, amount, tx_status, $5, \
+             (SELECT CASE WHEN c.final_height >= $3 THEN $5 END FROM chain_state c WHERE c.network = v.network) \
+             FROM {} WHERE true{legacy} \
+             ON CONFLICT (network, txid, idx, block_hash) DO UPDATE SET orphaned_at = NULL, \
+             final_at = (SELECT CASE WHEN c.final_height >= $3 THEN $5 END FROM chain_state c \
+                         WHERE c.network = transfers.network) \
              WHERE transfers.orphaned_at IS NOT NULL",
             self.dialect().rowset(
                 "$1",
@@ -291,7 +304,8 @@ impl Store {
             .execute(&mut **tx)
             .await?;
         let rows = sqlx::query(
-            "UPDATE transfers SET orphaned_at = $3 WHERE network = $1 AND block_hash = $2 AND orphaned_at IS NULL \
+            "UPDATE transfers SET orphaned_at = $3, final_at = NULL \
+             WHERE network = $1 AND block_hash = $2 AND orphaned_at IS NULL \
              RETURNING to_address",
         )
         .bind(network.as_str())
@@ -407,10 +421,28 @@ impl Store {
         trouble: Option<(&str, &str)>,
     ) -> Result<(), StoreError> {
         let mut tx = self.begin().await?;
+        self.record_progress_in(&mut tx, network, tip_height, final_height, now_ms, trouble)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// [`record_chain_progress_in_state`](Self::record_chain_progress_in_state)
+    /// inside the caller's transaction: a reorg is written with the final
+    /// height it implies, so no reader sees its blocks without it.
+    pub(crate) async fn record_progress_in(
+        &self,
+        tx: &mut Tx,
+        network: Network,
+        tip_height: u64,
+        final_height: u64,
+        now_ms: i64,
+        trouble: Option<(&str, &str)>,
+    ) -> Result<(), StoreError> {
         let sql = self.sql("SELECT final_height FROM chain_state WHERE network = $1 FOR_UPDATE");
         let previous: Option<i64> = sqlx::query(&sql)
             .bind(network.as_str())
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut **tx)
             .await?
             .map(|r| r.try_get("final_height"))
             .transpose()?
@@ -427,9 +459,23 @@ impl Store {
         .bind(now_ms)
         .bind(trouble.map_or("running", |(state, _)| state))
         .bind(trouble.map(|(_, why)| why))
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
         if rises {
+            // When each row first counted as final: the confirm-by deadline
+            // is read against it.
+            sqlx::query(&format!(
+                "UPDATE transfers SET final_at = $4 WHERE network = $1 AND block_height > $2 \
+                 AND block_height <= $3 AND orphaned_at IS NULL AND final_at IS NULL \
+                 AND block_hash <> '{}'",
+                super::MEMPOOL_BLOCK
+            ))
+            .bind(network.as_str())
+            .bind(previous.unwrap_or(-1))
+            .bind(reported)
+            .bind(now_ms)
+            .execute(&mut **tx)
+            .await?;
             let sql = self.sql(
                 "INSERT INTO reconcile_queue (network, address) SELECT network, address FROM intents \
                  WHERE network = $1 AND (status = 'confirming' OR amount_pending <> NUM($2))",
@@ -437,7 +483,7 @@ impl Store {
             sqlx::query(&sql)
                 .bind(network.as_str())
                 .bind("0")
-                .execute(&mut *tx)
+                .execute(&mut **tx)
                 .await?;
             // The intents' status above may be stale: a reconcile that read
             // the old final height may not have committed `confirming` yet.
@@ -450,10 +496,9 @@ impl Store {
             .bind(network.as_str())
             .bind(previous.unwrap_or(-1))
             .bind(reported)
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await?;
         }
-        tx.commit().await?;
         Ok(())
     }
 

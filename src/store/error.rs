@@ -19,6 +19,18 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// Another transaction changed what this one read (PostgreSQL's
+    /// serialization failure or a deadlock): nothing was written, and the
+    /// whole transaction may simply run again.
+    pub fn is_retryable_conflict(&self) -> bool {
+        match self {
+            StoreError::Db(sqlx::Error::Database(e)) => {
+                matches!(e.code().as_deref(), Some("40001") | Some("40P01"))
+            }
+            _ => false,
+        }
+    }
+
     /// A unique-constraint violation: somebody else already wrote this fact.
     pub fn is_unique_violation(&self) -> bool {
         match self {

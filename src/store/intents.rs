@@ -3,7 +3,7 @@ use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use super::{amount_col, Dialect, Store, StoreError, Tx};
-use crate::reconcile::{Exception, Status};
+use crate::reconcile::{Exception, Outcome, SettledBy, Status};
 use crate::IntentKind;
 
 /// An intent as stored.
@@ -33,6 +33,12 @@ pub struct IntentRecord {
     pub settled_through: Option<i64>,
     pub reversed_at_ms: Option<i64>,
     pub declared_paid_at_ms: Option<i64>,
+    /// How support closed it, while resolved or settled by support.
+    pub outcome: Option<Outcome>,
+    /// Money seen in time must be final by then to settle by itself; `None`
+    /// for intents made before the deadline was kept (the configured
+    /// window after the expiry applies).
+    pub confirm_by_ms: Option<i64>,
 }
 
 /// What intent creation writes.
@@ -50,6 +56,7 @@ pub struct NewIntentRow<'a> {
     pub rate_at_ms: i64,
     pub created_at_ms: i64,
     pub expires_at_ms: i64,
+    pub confirm_by_ms: i64,
     /// The storefront's idempotency key, unique across intents.
     pub create_key: Option<&'a str>,
 }
@@ -68,7 +75,7 @@ pub(crate) const INTENT_COLUMNS: &str = "id, kind, reference, account, asset, ne
     CAST(amount_due AS TEXT) AS amount_due, usd_cents, rate_usd, rate_source, rate_at, created_at, \
     expires_at, status, exception, reason, CAST(amount_final AS TEXT) AS amount_final, \
     CAST(amount_pending AS TEXT) AS amount_pending, CAST(amount_excess AS TEXT) AS amount_excess, \
-    paid_at, settled_through, reversed_at, declared_paid_at";
+    paid_at, settled_through, reversed_at, declared_paid_at, outcome, confirm_by";
 
 pub(crate) fn intent_from_row(row: &AnyRow) -> Result<IntentRecord, StoreError> {
     let corrupt = |what: String| StoreError::Corrupt(what);
@@ -114,6 +121,12 @@ pub(crate) fn intent_from_row(row: &AnyRow) -> Result<IntentRecord, StoreError> 
         settled_through: row.try_get("settled_through")?,
         reversed_at_ms: row.try_get("reversed_at")?,
         declared_paid_at_ms: row.try_get("declared_paid_at")?,
+        outcome: row
+            .try_get::<Option<String>, _>("outcome")?
+            .map(|o| o.parse())
+            .transpose()
+            .map_err(|e| corrupt(format!("intent outcome: {e}")))?,
+        confirm_by_ms: row.try_get("confirm_by")?,
     })
 }
 
@@ -131,9 +144,9 @@ impl Store {
     ) -> Result<Option<IntentRecord>, StoreError> {
         const INSERT: &str = "INSERT INTO intents (kind, reference, account, asset, network, address, \
              decimals, amount_due, usd_cents, rate_usd, rate_source, rate_at, created_at, expires_at, \
-             status, updated_at, twin_address, create_key) \
+             status, updated_at, twin_address, create_key, confirm_by) \
              SELECT $1, $2, $3, $4, $5, $6, $7, NUM($8), $9, $10, $11, $12, $13, $14, \
-             'awaiting_payment', $13, $15, $16 \
+             'awaiting_payment', $13, $15, $16, $17 \
              WHERE NOT EXISTS (SELECT 1 FROM settlements WHERE kind = $1 AND reference = $2)";
         // On PostgreSQL the four writes are one statement: intent creation is
         // the storefront's hot path, and each statement is a round trip and
@@ -145,7 +158,7 @@ impl Store {
                  q AS (INSERT INTO reconcile_queue (network, address) SELECT network, address FROM i), \
                  e AS (INSERT INTO intent_events (intent_id, at, kind, status) \
                        SELECT id, created_at, 'created', status FROM i), \
-                 l AS (UPDATE addresses SET intent_id = i.id FROM i WHERE addresses.id = $17) \
+                 l AS (UPDATE addresses SET intent_id = i.id FROM i WHERE addresses.id = $18) \
                  SELECT {INTENT_COLUMNS} FROM i"
             )),
             Dialect::Sqlite => self.sql(&format!("{INSERT} RETURNING {INTENT_COLUMNS}")),
@@ -166,7 +179,8 @@ impl Store {
             .bind(new.created_at_ms)
             .bind(new.expires_at_ms)
             .bind(crate::twin::twin(new.method.network(), new.address).map(|(_, a)| a))
-            .bind(new.create_key);
+            .bind(new.create_key)
+            .bind(new.confirm_by_ms);
         if self.dialect() == Dialect::Postgres {
             query = query.bind(address_id);
         }
@@ -261,19 +275,37 @@ impl Store {
         rows.iter().map(intent_from_row).collect()
     }
 
-    /// The intent that paid a reference, if one did.
+    /// The intent that paid a reference, if an intent did.
     pub async fn settled_intent(
         &self,
         kind: IntentKind,
         reference: &str,
     ) -> Result<Option<i64>, StoreError> {
+        Ok(match self.settled_by(kind, reference).await? {
+            Some(SettledBy::Intent(id)) => Some(id),
+            _ => None,
+        })
+    }
+
+    /// What paid a reference: an intent, or the balance.
+    pub async fn settled_by(
+        &self,
+        kind: IntentKind,
+        reference: &str,
+    ) -> Result<Option<SettledBy>, StoreError> {
         let row =
             sqlx::query("SELECT intent_id FROM settlements WHERE kind = $1 AND reference = $2")
                 .bind(kind.as_str())
                 .bind(reference)
                 .fetch_optional(self.pool())
                 .await?;
-        row.map(|r| Ok(r.try_get("intent_id")?)).transpose()
+        row.map(|r| {
+            Ok(match r.try_get::<Option<i64>, _>("intent_id")? {
+                Some(id) => SettledBy::Intent(id),
+                None => SettledBy::Balance,
+            })
+        })
+        .transpose()
     }
 
     pub async fn intent_events(&self, intent_id: i64) -> Result<Vec<IntentEvent>, StoreError> {

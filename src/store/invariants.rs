@@ -25,13 +25,19 @@ pub struct LedgerCheck {
 
 /// Each rule: its name and a query whose rows (one `detail` text column)
 /// break it.
-const RULES: [(&str, &str); 4] = [
+const RULES: [(&str, &str); 5] = [
     (
-        "one credit and at most one reversal per intent",
-        "SELECT 'intent ' || CAST(intent_id AS TEXT) || ': ' || CAST(COUNT(*) AS TEXT) || ' ' \
-         || entry_kind || ' entries' AS detail \
-         FROM ledger_entries WHERE entry_kind IN ('topup_credit', 'reversal') \
-         GROUP BY intent_id, entry_kind HAVING COUNT(*) > 1",
+        "a top-up credited at most once net, and only while it stands",
+        "SELECT 'intent ' || CAST(i.id AS TEXT) || ': credits less reversals come to ' \
+         || CAST(l.net AS TEXT) || ' cents of ' || CAST(i.usd_cents AS TEXT) \
+         || CASE WHEN s.intent_id IS NULL THEN ', unsettled' \
+                 WHEN s.reversed_at IS NOT NULL THEN ', reversed' ELSE ', settled' END AS detail \
+         FROM (SELECT intent_id, SUM(usd_cents) AS net FROM ledger_entries \
+               WHERE entry_kind IN ('topup_credit', 'reversal') GROUP BY intent_id) l \
+         JOIN intents i ON i.id = l.intent_id \
+         LEFT JOIN settlements s ON s.intent_id = i.id \
+         WHERE NOT ((s.intent_id IS NOT NULL AND s.reversed_at IS NULL AND l.net = i.usd_cents) \
+                 OR ((s.intent_id IS NULL OR s.reversed_at IS NOT NULL) AND l.net = 0))",
     ),
     (
         "a credit only for a settled top-up, of its amount",
@@ -45,28 +51,37 @@ const RULES: [(&str, &str); 4] = [
                 OR l.usd_cents <> i.usd_cents)",
     ),
     (
-        "every settled top-up credited",
+        "every standing settled top-up credited",
         "SELECT 'intent ' || CAST(s.intent_id AS TEXT) || ' settled ' || s.reference \
          || ' with no credit' AS detail \
          FROM settlements s JOIN intents i ON i.id = s.intent_id \
-         WHERE i.kind = 'topup' AND NOT EXISTS (SELECT 1 FROM ledger_entries l \
+         WHERE i.kind = 'topup' AND s.reversed_at IS NULL AND NOT EXISTS (SELECT 1 FROM ledger_entries l \
            WHERE l.intent_id = s.intent_id AND l.entry_kind = 'topup_credit')",
     ),
     (
         "a reversal only of a credit, of its amount",
         "SELECT 'ledger entry ' || CAST(r.id AS TEXT) || ' reverses intent ' \
          || CAST(r.intent_id AS TEXT) || ' by ' || CAST(r.usd_cents AS TEXT) || ' cents' AS detail \
-         FROM ledger_entries r \
-         WHERE r.entry_kind = 'reversal' AND NOT EXISTS (SELECT 1 FROM ledger_entries c \
-           WHERE c.intent_id = r.intent_id AND c.entry_kind = 'topup_credit' \
-             AND c.usd_cents = -r.usd_cents)",
+         FROM ledger_entries r LEFT JOIN intents i ON i.id = r.intent_id \
+         WHERE r.entry_kind = 'reversal' AND (i.id IS NULL OR r.usd_cents <> -i.usd_cents \
+           OR NOT EXISTS (SELECT 1 FROM ledger_entries c \
+               WHERE c.intent_id = r.intent_id AND c.entry_kind = 'topup_credit'))",
+    ),
+    (
+        "an order paid from the balance has its debit, of its amount",
+        "SELECT 'order ' || s.reference || ' paid from the balance of ' || s.account \
+         || ' without a debit of ' || CAST(s.usd_cents AS TEXT) || ' cents' AS detail \
+         FROM settlements s WHERE s.via = 'balance' AND NOT EXISTS (SELECT 1 FROM ledger_entries d \
+           WHERE d.entry_key = s.debit_key AND d.entry_kind = 'debit' AND d.account = s.account \
+             AND d.usd_cents = -s.usd_cents)",
     ),
 ];
 
 impl Store {
-    /// Checks the ledger against the settlements: no top-up credited twice,
-    /// none credited unsettled, none settled uncredited, no reversal without
-    /// its credit; and the sums.
+    /// Checks the ledger against the settlements: no top-up credited twice
+    /// net, none credited unsettled or after its reversal, none standing
+    /// uncredited, no reversal without its credit, no order paid from the
+    /// balance without its debit; and the sums.
     pub async fn check_invariants(&self) -> Result<LedgerCheck, StoreError> {
         let mut violations = Vec::new();
         for (rule, sql) in RULES {
@@ -87,8 +102,7 @@ impl Store {
         let settled: i64 = sqlx::query(
             "SELECT CAST(COALESCE(SUM(i.usd_cents), 0) AS BIGINT) AS n FROM settlements s \
              JOIN intents i ON i.id = s.intent_id \
-             WHERE i.kind = 'topup' AND NOT EXISTS (SELECT 1 FROM ledger_entries r \
-               WHERE r.intent_id = s.intent_id AND r.entry_kind = 'reversal')",
+             WHERE i.kind = 'topup' AND s.reversed_at IS NULL",
         )
         .fetch_one(self.pool())
         .await?

@@ -61,6 +61,11 @@ const POSTGRES: Embedded = &[
         "watcher leases",
         include_str!("../../migrations/postgres/0010_watcher_leases.sql"),
     ),
+    (
+        11,
+        "money path",
+        include_str!("../../migrations/postgres/0011_money_path.sql"),
+    ),
 ];
 const SQLITE: Embedded = &[
     (
@@ -112,6 +117,11 @@ const SQLITE: Embedded = &[
         10,
         "watcher leases",
         include_str!("../../migrations/sqlite/0010_watcher_leases.sql"),
+    ),
+    (
+        11,
+        "money path",
+        include_str!("../../migrations/sqlite/0011_money_path.sql"),
     ),
 ];
 

@@ -4,21 +4,23 @@
 //! [`Dialect`], so the same queries, and the same story tests, run on both.
 
 mod addresses;
-mod balance;
 mod cases;
 mod chain;
+mod decisions;
 mod dialect;
 mod error;
+mod facts;
 mod intents;
 mod invariants;
 mod leases;
 mod metrics_read;
 mod migrations;
-mod reconcile;
 mod rescan;
 mod run_lock;
+mod settlements;
 mod transfers;
 mod unconfirmed;
+mod verdicts;
 mod webhooks;
 
 use std::time::Duration;
@@ -27,21 +29,23 @@ use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Executor, Row, Transaction};
 
 pub use addresses::ImportReport;
-pub use balance::DebitOutcome;
-pub use cases::{ActionOutcome, AuditEntry, CaseAction, CaseTransfer, RefundRecord, SupportAction};
+pub use cases::{AuditEntry, CaseTransfer, RefundRecord};
 pub use chain::{ApplyOutcome, ChainStatus};
+pub(crate) use decisions::{DecisionPayment, NewAudit, NewDecision, PaymentKey};
 pub(crate) use dialect::Col;
 pub use dialect::{redact_url, Dialect};
 pub use error::StoreError;
+pub(crate) use facts::{Facts, SettlementRow};
 pub use intents::{IntentEvent, IntentRecord, NewIntentRow};
 pub use invariants::{LedgerCheck, Violation};
 pub use leases::{Lease, LeaseHolder};
-pub(crate) use reconcile::ReconcileWrite;
 pub(crate) use rescan::RescanProgress;
 pub use rescan::{RescanOutcome, RescanRefusal, RescanRequest};
 pub use run_lock::{RunLock, RunLockError};
+pub(crate) use settlements::{LedgerPosting, NewSettlement, OutboxEvent};
 pub use transfers::TransferRecord;
 pub use unconfirmed::{MEMPOOL_BLOCK, MEMPOOL_HEIGHT};
+pub(crate) use verdicts::VerdictWrite;
 pub(crate) use webhooks::ClaimedDelivery;
 pub use webhooks::{DeliveryState, WebhookDelivery};
 
@@ -190,6 +194,23 @@ impl Store {
         Ok(tx)
     }
 
+    /// A write transaction that reads one snapshot: on PostgreSQL, REPEATABLE
+    /// READ, so every statement of a reconcile pass sees the same committed
+    /// state (transfers, finality, settlements), never a mix of two. A
+    /// transaction that then finds a row changed under it fails with a
+    /// serialization error and runs again whole
+    /// ([`StoreError::is_retryable_conflict`]). SQLite's one writer, which
+    /// takes its lock up front, already reads one state.
+    pub(crate) async fn begin_snapshot(&self) -> Result<Tx, StoreError> {
+        match self.dialect {
+            Dialect::Postgres => Ok(self
+                .pool
+                .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ")
+                .await?),
+            Dialect::Sqlite => self.begin().await,
+        }
+    }
+
     pub(crate) fn pool(&self) -> &AnyPool {
         &self.pool
     }
@@ -234,6 +255,15 @@ impl Store {
     /// Runs one statement outside any transaction (tests and admin tasks).
     pub async fn execute_raw(&self, sql: &str) -> Result<u64, StoreError> {
         Ok(sqlx::query(sql).execute(&self.pool).await?.rows_affected())
+    }
+
+    /// The database's own clock, in Unix milliseconds.
+    pub async fn database_now_ms(&self) -> Result<i64, StoreError> {
+        let sql = self.sql("SELECT DB_NOW_MS AS now");
+        Ok(sqlx::query(&sql)
+            .fetch_one(&self.pool)
+            .await?
+            .try_get("now")?)
     }
 
     /// The first column of the first row, as an integer: `SELECT COUNT(*) …`.

@@ -22,7 +22,12 @@ pub struct TransferRecord {
     pub amount: Amount,
     pub success: bool,
     pub first_seen_ms: i64,
+    /// When paywatch first counted the row's block final.
+    pub final_at_ms: Option<i64>,
     pub orphaned_at_ms: Option<i64>,
+    /// The time of the next block on the chain, where reconcile looked it
+    /// up (a payment seen only after its intent's expiry); 0 otherwise.
+    pub next_block_time_ms: i64,
 }
 
 impl TransferRecord {
@@ -42,17 +47,20 @@ impl TransferRecord {
             success: self.success,
             block_height: self.block_height,
             block_time_ms: self.block_time_ms,
+            next_block_time_ms: self.next_block_time_ms,
             first_seen_ms: self.first_seen_ms,
+            final_at_ms: self.final_at_ms,
             orphaned: self.orphaned_at_ms.is_some(),
+            unmined: self.block_hash == super::MEMPOOL_BLOCK,
         }
     }
 }
 
-const TRANSFER_COLUMNS: &str =
+pub(crate) const TRANSFER_COLUMNS: &str =
     "id, network, asset, txid, idx, block_hash, block_height, block_time, to_address, \
-    from_address, CAST(amount AS TEXT) AS amount, tx_status, first_seen_at, orphaned_at";
+    from_address, CAST(amount AS TEXT) AS amount, tx_status, first_seen_at, final_at, orphaned_at";
 
-fn transfer_from_row(r: &AnyRow) -> Result<TransferRecord, StoreError> {
+pub(crate) fn transfer_from_row(r: &AnyRow) -> Result<TransferRecord, StoreError> {
     let network: String = r.try_get("network")?;
     let asset: String = r.try_get("asset")?;
     let idx: i64 = r.try_get("idx")?;
@@ -76,7 +84,9 @@ fn transfer_from_row(r: &AnyRow) -> Result<TransferRecord, StoreError> {
         amount: Amount(amount_col(r, "amount")?),
         success: status == "success",
         first_seen_ms: r.try_get("first_seen_at")?,
+        final_at_ms: r.try_get("final_at")?,
         orphaned_at_ms: r.try_get("orphaned_at")?,
+        next_block_time_ms: 0,
     })
 }
 

@@ -14,9 +14,11 @@ use paywatch::ingest::Ingest;
 use paywatch::intents::{
     FixedRates, IntentError, IntentPolicy, IntentService, NewIntent, RateBook,
 };
-use paywatch::reconcile::{PassReport, Reconciler};
+use paywatch::reconcile::{PassReport, Reconciler, Tolerance};
 use paywatch::store::{IntentRecord, Store};
-use paywatch_core::{Amount, Asset, AssetId, CanonicalStream, Method, Network, WatchSet};
+use paywatch_core::{
+    Amount, Asset, AssetId, BlockSource, CanonicalStream, Method, Network, WatchSet,
+};
 use paywatch_testkit::{ScriptedChain, ScriptedSource};
 use rust_decimal::Decimal;
 use sqlx::any::{AnyPoolOptions, AnyRow};
@@ -163,7 +165,11 @@ pub struct Harness {
     /// Where the first stream started: the watcher's configured `start_height`.
     pub start_height: u64,
     pool_counter: u64,
-    tolerance: HashMap<Method, Amount>,
+    /// Chain events per ingest transaction, as `events_per_transaction`.
+    pub events_per_transaction: usize,
+    /// Reconcile after every ingest transaction, as a concurrent reconciler may.
+    pub reconcile_between_writes: bool,
+    tolerance: HashMap<Method, Tolerance>,
     rates: HashMap<Asset, Decimal>,
     reader: sqlx::AnyPool,
 }
@@ -178,7 +184,7 @@ impl Harness {
         backend: Backend,
         network: Network,
         confirmations: u64,
-        tolerance: HashMap<Method, Amount>,
+        tolerance: HashMap<Method, Tolerance>,
     ) -> Harness {
         Harness::build(backend, network, confirmations, tolerance, rates()).await
     }
@@ -197,7 +203,7 @@ impl Harness {
         backend: Backend,
         network: Network,
         confirmations: u64,
-        tolerance: HashMap<Method, Amount>,
+        tolerance: HashMap<Method, Tolerance>,
         rates: HashMap<Asset, Decimal>,
     ) -> Harness {
         let db = TestDb::new(backend).await;
@@ -237,6 +243,8 @@ impl Harness {
             max_depth,
             start_height,
             pool_counter: 0,
+            events_per_transaction: 50,
+            reconcile_between_writes: false,
             tolerance,
             rates,
             reader,
@@ -379,10 +387,36 @@ impl Harness {
             if events.is_empty() {
                 break;
             }
-            self.ingest
-                .apply(self.network, &events)
-                .await
-                .expect("ingest");
+            // As the watcher writes a batch: a reorg whole, with the final
+            // height it implies; other events `events_per_transaction` at a
+            // time, reconcile free to run between two transactions.
+            let reorg = events
+                .iter()
+                .any(|e| matches!(e, paywatch_core::ChainEvent::Disconnected { .. }));
+            let progress = if reorg {
+                let final_height = self
+                    .stream
+                    .confirmed_final_height()
+                    .await
+                    .expect("final height")
+                    .unwrap_or(0);
+                Some((self.chain.height(), final_height))
+            } else {
+                None
+            };
+            for chunk in paywatch::watcher::transactions_for(&events, self.events_per_transaction) {
+                self.ingest
+                    .apply_with_progress(
+                        self.network,
+                        chunk.events,
+                        progress.filter(|_| chunk.progress),
+                    )
+                    .await
+                    .expect("ingest");
+                if self.reconcile_between_writes {
+                    self.reconciler.run_until_idle().await.expect("reconcile");
+                }
+            }
         }
         let tip = self.chain.height();
         // As the watcher does: only a final height that covers blocks we
@@ -397,6 +431,22 @@ impl Harness {
             .record_chain_progress(self.network, tip, final_height, self.clock.now_ms())
             .await
             .unwrap();
+        self.follow_mempool().await;
+    }
+
+    /// As the watcher does once caught up: records what waits in the node's
+    /// mempool (only where the chain shows it: `chain.show_mempool()`).
+    pub async fn follow_mempool(&mut self) {
+        let Some(snapshot) = self.stream.source().unconfirmed().await.expect("mempool") else {
+            return;
+        };
+        if self.stream.cursor_tip().map(|c| c.hash.as_str()) != Some(snapshot.tip.as_str()) {
+            return;
+        }
+        self.ingest
+            .apply_unconfirmed(self.network, &snapshot.tip, &snapshot.transfers)
+            .await
+            .expect("mempool ingest");
     }
 
     /// A new stream from the persisted cursor, as after a restart.
@@ -610,7 +660,7 @@ fn components(
     clock: &Arc<ManualClock>,
     network: Network,
     watch: &Arc<WatchSet>,
-    tolerance: &HashMap<Method, Amount>,
+    tolerance: &HashMap<Method, Tolerance>,
     rates: &HashMap<Asset, Decimal>,
 ) -> (IntentService, Ingest, Reconciler) {
     let dyn_clock: Arc<dyn Clock> = clock.clone();
@@ -619,6 +669,7 @@ fn components(
         expiry_secs: 1800,
         topup_amounts_cents: vec![10_000, 50_000, 200_000, 1_000_000],
         quote_decimals: HashMap::new(),
+        confirm_window_secs: HashMap::new(),
     };
     let rate_book = RateBook::new(
         Arc::new(FixedRates::new(rates.clone(), dyn_clock.clone())),

@@ -1,0 +1,143 @@
+//! The outbox rows the money path writes, one per change, in the same
+//! transaction as the change: a status, a settlement, a ledger entry or a
+//! support decision. Their payloads are the storefront's feed (webhooks and
+//! readers of `outbox`), so their fields only grow.
+//!
+//! | topic           | when                                                  |
+//! |-----------------|-------------------------------------------------------|
+//! | `intent.status` | an intent's status, exception, outcome or paid state changed |
+//! | `settlement`    | a reference was `settled`, `reversed` or `recredited`  |
+//! | `ledger`        | a ledger entry was posted (credit, reversal, debit)   |
+//! | `decision`      | support recorded a decision on a case                 |
+
+use serde_json::json;
+
+use crate::store::{IntentRecord, LedgerPosting, OutboxEvent, VerdictWrite};
+
+pub(crate) fn status_changed(w: &VerdictWrite<'_>) -> OutboxEvent {
+    let i = w.intent;
+    OutboxEvent {
+        topic: "intent.status",
+        intent_id: Some(i.id),
+        payload: json!({
+            "event": "intent.status",
+            "intent_id": i.id,
+            "kind": i.kind.as_str(),
+            "reference": i.reference,
+            "account": i.account,
+            "status": w.status.as_str(),
+            "exception": w.exception.map(|e| e.as_str()),
+            "outcome": w.outcome.map(|o| o.as_str()),
+            "paid": w.paid_at_ms.is_some() && w.reversed_at_ms.is_none(),
+            "reason": w.reason,
+        })
+        .to_string(),
+    }
+}
+
+/// What happened to a settlement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SettlementEvent {
+    Settled,
+    Reversed,
+    Recredited,
+}
+
+impl SettlementEvent {
+    fn as_str(self) -> &'static str {
+        match self {
+            SettlementEvent::Settled => "settled",
+            SettlementEvent::Reversed => "reversed",
+            SettlementEvent::Recredited => "recredited",
+        }
+    }
+}
+
+/// A settlement of `kind`/`reference` by an intent (or, with `intent`
+/// `None`, from the balance).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SettlementNews<'a> {
+    pub event: SettlementEvent,
+    pub kind: &'a str,
+    pub reference: &'a str,
+    pub account: &'a str,
+    pub intent_id: Option<i64>,
+    pub via: &'a str,
+    pub usd_cents: i64,
+}
+
+pub(crate) fn settlement(n: SettlementNews<'_>) -> OutboxEvent {
+    OutboxEvent {
+        topic: "settlement",
+        intent_id: n.intent_id,
+        payload: json!({
+            "event": format!("settlement.{}", n.event.as_str()),
+            "kind": n.kind,
+            "reference": n.reference,
+            "account": n.account,
+            "intent_id": n.intent_id,
+            "via": n.via,
+            "usd_cents": n.usd_cents,
+        })
+        .to_string(),
+    }
+}
+
+pub(crate) fn settlement_of(
+    event: SettlementEvent,
+    intent: &IntentRecord,
+    via: &str,
+) -> OutboxEvent {
+    settlement(SettlementNews {
+        event,
+        kind: intent.kind.as_str(),
+        reference: &intent.reference,
+        account: &intent.account,
+        intent_id: Some(intent.id),
+        via,
+        usd_cents: intent.usd_cents,
+    })
+}
+
+/// A ledger entry, with the order or top-up it belongs to.
+pub(crate) fn ledger(p: &LedgerPosting<'_>, kind: &str, reference: &str) -> OutboxEvent {
+    OutboxEvent {
+        topic: "ledger",
+        intent_id: p.intent_id,
+        payload: json!({
+            "event": "ledger.posted",
+            "account": p.account,
+            "entry_kind": p.entry_kind,
+            "entry_key": p.entry_key,
+            "usd_cents": p.usd_cents,
+            "intent_id": p.intent_id,
+            "kind": kind,
+            "reference": reference,
+        })
+        .to_string(),
+    }
+}
+
+/// A decision support recorded, without its note (kept to operators).
+pub(crate) fn decision(
+    decision_id: i64,
+    intent: &IntentRecord,
+    action: &str,
+    to_intent: Option<i64>,
+) -> OutboxEvent {
+    OutboxEvent {
+        topic: "decision",
+        intent_id: Some(intent.id),
+        payload: json!({
+            "event": "decision.recorded",
+            "decision_id": decision_id,
+            "intent_id": intent.id,
+            "kind": intent.kind.as_str(),
+            "reference": intent.reference,
+            "account": intent.account,
+            "action": action,
+            "to_intent": to_intent,
+        })
+        .to_string(),
+    }
+}

@@ -1,0 +1,255 @@
+//! Why an intent stands where it does, kept as figures and rendered only
+//! when written, so the hot path formats nothing.
+
+use paywatch_core::{Amount, Method};
+
+use super::facts::{Action, SettledBy};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reason {
+    /// Support closed the case; `counterpart` is the other intent of a reassign.
+    ResolvedBySupport {
+        action: Action,
+        counterpart: Option<i64>,
+        refunded: bool,
+    },
+    /// Settled by another intent's payment that support reassigned here.
+    PaidByReassign {
+        from: Option<i64>,
+    },
+    Awaiting {
+        due: u128,
+    },
+    PartlyReceived {
+        received: u128,
+        due: u128,
+    },
+    PartlyUnconfirmed {
+        received: u128,
+        due: u128,
+    },
+    SeenInTime {
+        seen: u128,
+        final_part: u128,
+    },
+    /// Enough was seen in time, but the confirm-by deadline passed before it
+    /// was all final: once final it goes to a person.
+    SeenInTimePastDeadline {
+        seen: u128,
+        final_part: u128,
+    },
+    /// Money seen in time became final only after the confirm-by deadline.
+    FinalAfterDeadline {
+        tardy: u128,
+        due: u128,
+    },
+    Paid {
+        received: u128,
+    },
+    Overpaid {
+        excess: u128,
+    },
+    Underpaid {
+        timely: u128,
+        late: u128,
+        due: u128,
+    },
+    PaidLate {
+        late: u128,
+        due: u128,
+    },
+    /// Expired with money that is not final yet: it is looked at once final.
+    ExpiredWithPending {
+        pending: u128,
+    },
+    ExpiredUnpaid,
+    /// The row ids of the transfers of another asset.
+    WrongAsset {
+        transfers: Vec<i64>,
+    },
+    /// The row ids of the transfers that arrived on another network, at this
+    /// address's twin (and of any of another asset beside them).
+    WrongNetwork {
+        transfers: Vec<i64>,
+    },
+    AfterSettlement {
+        extra: u128,
+    },
+    /// Money recorded after support closed the case.
+    AfterDecision {
+        extra: u128,
+        foreign: Vec<i64>,
+    },
+    ReversedByReorg {
+        final_now: u128,
+        due: u128,
+    },
+    /// Support's settlement lost a payment it stood on.
+    SupportBasisVanished,
+    StillReversed {
+        final_now: u128,
+        due: u128,
+    },
+    ReferencePaidElsewhere {
+        by: SettledBy,
+        money_arrived: bool,
+    },
+}
+
+impl Reason {
+    /// A sentence a support agent can act on; support's own notes stay in
+    /// the audit log. `describe` names a transfer by row id, for the reasons
+    /// that list them.
+    pub fn render(&self, method: Method, describe: impl Fn(i64) -> Option<String>) -> String {
+        let coin = |v: u128| {
+            format!(
+                "{} {}",
+                Amount(v).to_decimal_string(method.decimals()),
+                method.asset()
+            )
+        };
+        let list = |transfers: &[i64]| -> String {
+            transfers
+                .iter()
+                .map(|id| describe(*id).unwrap_or_else(|| format!("transfer {id}")))
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        match self {
+            Reason::ResolvedBySupport {
+                action,
+                counterpart,
+                refunded,
+            } => match (action, counterpart) {
+                (Action::Accept, _) => "accepted by support".to_owned(),
+                (Action::Dismiss, _) => "dismissed by support".to_owned(),
+                (Action::RefundRequired | Action::RefundSent, _) if *refunded => {
+                    "refunded by support".to_owned()
+                }
+                (Action::RefundRequired | Action::RefundSent, _) => {
+                    "refund required by support".to_owned()
+                }
+                (Action::Reassign, Some(to)) => {
+                    format!("transfer reassigned to intent {to} by support")
+                }
+                (Action::Reassign, None) => "transfer reassigned by support".to_owned(),
+            },
+            Reason::PaidByReassign { from: Some(from) } => {
+                format!("paid by a transfer to intent {from}'s address, reassigned by support")
+            }
+            Reason::PaidByReassign { from: None } => {
+                "paid by a transfer reassigned by support".to_owned()
+            }
+            Reason::Awaiting { due } => format!("awaiting {}", coin(*due)),
+            Reason::PartlyReceived { received, due } => {
+                format!("received {} of {}", coin(*received), coin(*due))
+            }
+            Reason::PartlyUnconfirmed { received, due } => {
+                format!(
+                    "received {} of {}, partly unconfirmed",
+                    coin(*received),
+                    coin(*due)
+                )
+            }
+            Reason::SeenInTime { seen, final_part } => {
+                format!(
+                    "{} seen in time, {} of it final",
+                    coin(*seen),
+                    coin(*final_part)
+                )
+            }
+            Reason::SeenInTimePastDeadline { seen, final_part } => format!(
+                "{} seen in time, {} of it final; the confirm-by deadline passed, so it goes \
+                 to review once final",
+                coin(*seen),
+                coin(*final_part)
+            ),
+            Reason::FinalAfterDeadline { tardy, due } => format!(
+                "{} of {} was seen in time but became final only after the confirm-by deadline",
+                coin(*tardy),
+                coin(*due)
+            ),
+            Reason::Paid { received } => format!("paid {}", coin(*received)),
+            Reason::Overpaid { excess } => format!("paid {} more than due", coin(*excess)),
+            Reason::Underpaid { timely, late, due } => {
+                let late = if *late > 0 {
+                    format!(" and {} after expiry", coin(*late))
+                } else {
+                    String::new()
+                };
+                format!(
+                    "expired with {} of {} received in time{late}",
+                    coin(*timely),
+                    coin(*due)
+                )
+            }
+            Reason::PaidLate { late, due } => {
+                format!(
+                    "{} of {} arrived after the intent expired",
+                    coin(*late),
+                    coin(*due)
+                )
+            }
+            Reason::ExpiredWithPending { pending } => format!(
+                "expired; {} seen and not final yet, looked at again once final",
+                coin(*pending)
+            ),
+            Reason::ExpiredUnpaid => "expired without payment".to_owned(),
+            Reason::WrongAsset { transfers } => format!(
+                "money other than {method} arrived at the address: {}",
+                list(transfers)
+            ),
+            Reason::WrongNetwork { transfers } => format!(
+                "money was sent on another network than {} to this address's twin there \
+                 (same key, recoverable): {}",
+                method.network(),
+                list(transfers)
+            ),
+            Reason::AfterSettlement { extra } => {
+                format!(
+                    "another {} arrived after the intent was already paid",
+                    coin(*extra)
+                )
+            }
+            Reason::AfterDecision { extra, foreign } => {
+                let mut parts = Vec::new();
+                if *extra > 0 {
+                    parts.push(coin(*extra));
+                }
+                if !foreign.is_empty() {
+                    parts.push(list(foreign));
+                }
+                format!(
+                    "money arrived after support closed the case: {}",
+                    parts.join("; ")
+                )
+            }
+            Reason::ReversedByReorg { final_now, due } => format!(
+                "a reorg removed final money after the intent was credited: final now {} of {}",
+                coin(*final_now),
+                coin(*due)
+            ),
+            Reason::SupportBasisVanished => "a reorg removed a payment support's decision \
+                 stood on; the settlement is reversed"
+                .to_owned(),
+            Reason::StillReversed { final_now, due } => format!(
+                "the credited payment was reversed by a reorg; final now {} of {}",
+                coin(*final_now),
+                coin(*due)
+            ),
+            Reason::ReferencePaidElsewhere { by, money_arrived } => {
+                let by = match by {
+                    SettledBy::Intent(id) => format!("intent {id}"),
+                    SettledBy::Balance => "the account's balance".to_owned(),
+                };
+                if *money_arrived {
+                    format!(
+                        "the reference was already paid by {by}; this payment must be refunded or reassigned"
+                    )
+                } else {
+                    format!("the reference was already paid by {by}")
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,461 @@
+//! Support's actions on a case. Each is recorded as a decision (who, what,
+//! on which payments, how much) that the status machine reads like any
+//! other input, and the writer turns it into status, settlement and ledger
+//! in the same transaction, with its audit entry and outbox rows. So the
+//! next reconcile reads the same decision and comes to the same verdict:
+//! nothing later undoes it but the money it stood on vanishing.
+//!
+//! What each action needs:
+//!
+//! | action            | needs                                                          |
+//! |-------------------|----------------------------------------------------------------|
+//! | `accept`          | the intent unsettled, its reference too; final money at its address, none pending |
+//! | `reassign`        | the source unsettled, its final money not yet claimed, none pending; the target and its reference unsettled |
+//! | `refund_required` | a destination; final money to refund, none pending; no refund yet |
+//! | `refund_sent`     | a refund required and not yet sent                             |
+//! | `dismiss`         | the intent not plainly paid; no money pending                  |
+//!
+//! A payment is claimed by at most one `accept`, `reassign` or
+//! `refund_required` (a unique index): it settles or is refunded once.
+
+use paywatch_core::Network;
+
+use super::events;
+use super::facts::Action;
+use super::{Outcome, Reconciler, Status};
+use crate::store::{
+    DecisionPayment, Facts, IntentRecord, NewAudit, NewDecision, PaymentKey, StoreError,
+    TransferRecord,
+};
+
+/// One action as support asked for it.
+#[derive(Debug, Clone)]
+pub struct CaseAction<'a> {
+    pub intent_id: i64,
+    pub action: Action,
+    pub role: &'a str,
+    pub actor: &'a str,
+    pub note: &'a str,
+    pub key: &'a str,
+    pub destination: Option<&'a str>,
+    pub txid: Option<&'a str>,
+    pub to_intent: Option<i64>,
+}
+
+impl CaseAction<'_> {
+    /// What the audit log keeps beside the action: also what a replay under
+    /// the same key must repeat.
+    fn detail(&self) -> Option<String> {
+        match self.action {
+            Action::RefundRequired => self.destination.map(|d| format!("destination {d}")),
+            Action::RefundSent => self.txid.map(|t| format!("txid {t}")),
+            Action::Reassign => self.to_intent.map(|t| format!("to intent {t}")),
+            Action::Accept | Action::Dismiss => None,
+        }
+    }
+}
+
+/// What an action did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ActionOutcome {
+    Done {
+        audit_id: i64,
+    },
+    /// This key's action was done before; nothing was done again.
+    Replayed {
+        audit_id: i64,
+    },
+    /// This key was used for another action, case or content.
+    KeyConflict,
+    NotFound(String),
+    /// Not possible in the case's state; nothing was changed.
+    Refused(String),
+    /// The money the action would stand on is not final yet; nothing was
+    /// changed. Try again once it is.
+    NotFinal(String),
+}
+
+/// Why an action cannot be done now.
+enum Refusal {
+    Conflict(String),
+    NotFinal(String),
+}
+
+impl Reconciler {
+    /// Performs `a` once per idempotency key, in one transaction with its
+    /// audit entry, decision, verdict and outbox rows.
+    pub async fn act(&self, a: &CaseAction<'_>) -> Result<ActionOutcome, StoreError> {
+        self.retrying(|| self.act_once(a)).await
+    }
+
+    async fn act_once(&self, a: &CaseAction<'_>) -> Result<ActionOutcome, StoreError> {
+        let now = self.clock.now_ms();
+        let store = &self.store;
+        let mut tx = store.begin_snapshot().await?;
+        let detail = a.detail();
+        if let Some(earlier) = store.audit_by_key(&mut tx, a.key).await? {
+            let same = earlier.intent_id == a.intent_id
+                && earlier.action == a.action.as_str()
+                && earlier.detail == detail;
+            return Ok(if same {
+                ActionOutcome::Replayed {
+                    audit_id: earlier.audit_id,
+                }
+            } else {
+                ActionOutcome::KeyConflict
+            });
+        }
+        let mut ids = vec![a.intent_id];
+        ids.extend(a.to_intent.filter(|t| *t != a.intent_id));
+        let intents = store.lock_intents(&mut tx, &ids).await?;
+        let Some(intent) = intents.iter().find(|i| i.id == a.intent_id).cloned() else {
+            return Ok(ActionOutcome::NotFound(format!(
+                "no intent {}",
+                a.intent_id
+            )));
+        };
+        let facts = store.load_facts(&mut tx, intents.clone()).await?;
+        let plan = match self.plan(&mut tx, a, &intent, &facts, now).await? {
+            Ok(plan) => plan,
+            Err(Refusal::Conflict(why)) => return Ok(ActionOutcome::Refused(why)),
+            Err(Refusal::NotFinal(why)) => return Ok(ActionOutcome::NotFinal(why)),
+        };
+
+        match a.action {
+            Action::RefundRequired => {
+                let dest = a.destination.unwrap_or_default();
+                if !store.require_refund(&mut tx, intent.id, dest, now).await? {
+                    return Ok(ActionOutcome::Refused(format!(
+                        "intent {} already has a refund recorded",
+                        intent.id
+                    )));
+                }
+            }
+            Action::RefundSent => {
+                let txid = a.txid.unwrap_or_default();
+                if !store.refund_sent(&mut tx, intent.id, txid, now).await? {
+                    return Ok(ActionOutcome::Refused(format!(
+                        "intent {} has no refund awaiting its transaction (record refund_required first)",
+                        intent.id
+                    )));
+                }
+            }
+            _ => {}
+        }
+        let audit_id = store
+            .insert_audit(
+                &mut tx,
+                &NewAudit {
+                    role: a.role,
+                    actor: a.actor,
+                    action: a.action.as_str(),
+                    intent_id: intent.id,
+                    note: a.note,
+                    detail: detail.as_deref(),
+                    key: a.key,
+                },
+                now,
+            )
+            .await?;
+        let claims = matches!(
+            a.action,
+            Action::Accept | Action::Reassign | Action::RefundRequired
+        );
+        let decision_id = match store
+            .insert_decision(
+                &mut tx,
+                &NewDecision {
+                    intent_id: intent.id,
+                    action: a.action.as_str(),
+                    to_intent: a.to_intent.filter(|_| a.action == Action::Reassign),
+                    audit_id,
+                    through: plan.through,
+                    amount: plan.amount,
+                },
+                &plan.payments,
+                claims,
+                now,
+            )
+            .await
+        {
+            // Another decision claimed one of the payments since we looked.
+            Err(e) if e.is_unique_violation() => {
+                return Ok(ActionOutcome::Refused(format!(
+                    "a payment at intent {}'s address was claimed by another decision meanwhile",
+                    intent.id
+                )))
+            }
+            other => other?,
+        };
+        store
+            .insert_intent_event(
+                &mut tx,
+                intent.id,
+                now,
+                &format!("support_{}", a.action.as_str()),
+                None,
+                None,
+                Some(a.note),
+            )
+            .await?;
+        // The decision is now a fact like any other: read everything again
+        // and let the writer decide, as the next reconcile will.
+        let facts = store.load_facts(&mut tx, intents).await?;
+        let recorded = events::decision(
+            decision_id,
+            &intent,
+            a.action.as_str(),
+            a.to_intent.filter(|_| a.action == Action::Reassign),
+        );
+        self.write(&mut tx, &facts, now, vec![recorded]).await?;
+        tx.commit().await?;
+        Ok(ActionOutcome::Done { audit_id })
+    }
+
+    /// Checks the action against the case as it stands, and names the
+    /// payments it will stand on.
+    async fn plan(
+        &self,
+        tx: &mut crate::store::Tx,
+        a: &CaseAction<'_>,
+        intent: &IntentRecord,
+        facts: &Facts,
+        now: i64,
+    ) -> Result<Result<Plan, Refusal>, StoreError> {
+        let conflict = |why: String| Ok(Err(Refusal::Conflict(why)));
+        let verdict = super::writer::verdicts(facts, &self.policy, now)
+            .into_iter()
+            .find(|(id, _)| *id == intent.id)
+            .map(|(_, v)| v);
+        let own_settlement = facts
+            .settlements
+            .get(&(intent.kind, intent.reference.clone()))
+            .filter(|s| s.intent_id == Some(intent.id));
+        let settled_elsewhere = facts
+            .settled_by(intent.kind, &intent.reference)
+            .filter(|by| *by != super::SettledBy::Intent(intent.id));
+        let resolved_as = verdict
+            .as_ref()
+            .filter(|v| v.status == Status::Resolved)
+            .and_then(|v| v.outcome);
+
+        // The money this decision is about: what arrived since support last
+        // closed the case, or since the intent settled.
+        let since = facts
+            .decisions
+            .iter()
+            .rfind(|d| d.intent_id == intent.id && d.action != Action::RefundSent)
+            .and_then(|d| d.through)
+            .max(intent.settled_through.filter(|_| own_settlement.is_some()));
+        let at_address = transfers_at(intent, facts);
+        let through = at_address.iter().map(|t| t.id).max().or(since);
+        let new: Vec<&TransferRecord> = at_address
+            .iter()
+            .copied()
+            .filter(|t| t.success && t.orphaned_at_ms.is_none())
+            .filter(|t| since.is_none_or(|s| t.id > s))
+            .collect();
+        let pending: Vec<&TransferRecord> = new
+            .iter()
+            .copied()
+            .filter(|t| !is_final(t, facts))
+            .collect();
+        let mut payments: Vec<&TransferRecord> =
+            new.iter().copied().filter(|t| is_final(t, facts)).collect();
+        let keys: Vec<PaymentKey> = payments.iter().map(|t| key_of(t)).collect();
+        let claimed = self.store.claimed_payments(tx, &keys).await?;
+        payments.retain(|t| !claimed.contains(&key_of(t)));
+        payments.sort_by_key(|t| (t.network.as_str(), t.txid.clone(), t.index));
+        payments.dedup_by(|a, b| key_of(a) == key_of(b));
+
+        let not_final = |what: &str| {
+            Ok(Err(Refusal::NotFinal(format!(
+                "{} {} at intent {}'s address is not final yet; {what} once it is",
+                pending.len(),
+                if pending.len() == 1 {
+                    "payment"
+                } else {
+                    "payments"
+                },
+                intent.id
+            ))))
+        };
+        let closing = matches!(
+            a.action,
+            Action::Accept | Action::Reassign | Action::RefundRequired | Action::Dismiss
+        );
+        if closing
+            && resolved_as.is_some()
+            && !(a.action == Action::Accept && resolved_as == Some(Outcome::Dismissed))
+        {
+            if a.action == Action::Accept && own_settlement.is_some() {
+                return conflict(format!("intent {} is already paid", intent.id));
+            }
+            return conflict(format!(
+                "intent {} is already resolved ({})",
+                intent.id,
+                resolved_as.map_or("resolved", |o| o.as_str())
+            ));
+        }
+        match a.action {
+            Action::Accept => {
+                if own_settlement.is_some() || intent.paid_at_ms.is_some() {
+                    return conflict(format!("intent {} is already paid", intent.id));
+                }
+                if let Some(by) = settled_elsewhere {
+                    return conflict(format!(
+                        "{} {} is already settled by {}",
+                        intent.kind.as_str(),
+                        intent.reference,
+                        describe(by)
+                    ));
+                }
+                if !pending.is_empty() {
+                    return not_final("accept it");
+                }
+                if payments.is_empty() {
+                    return conflict(format!(
+                        "nothing final and unclaimed has arrived at intent {}'s address to accept; \
+                         dismiss it instead",
+                        intent.id
+                    ));
+                }
+            }
+            Action::Reassign => {
+                let Some(to) = a.to_intent.filter(|t| *t != intent.id) else {
+                    return conflict("reassign needs to_intent, another intent's id".into());
+                };
+                let Some(target) = facts.intents.iter().find(|i| i.id == to) else {
+                    return conflict(format!("no intent {to} to reassign to"));
+                };
+                if own_settlement.is_some() {
+                    return conflict(format!(
+                        "intent {}'s own payment settled it: its money is used",
+                        intent.id
+                    ));
+                }
+                if let Some(s) = facts
+                    .settlements
+                    .get(&(target.kind, target.reference.clone()))
+                {
+                    return conflict(format!(
+                        "{} {} (intent {to}) is already settled by {}",
+                        target.kind.as_str(),
+                        target.reference,
+                        describe(match s.intent_id {
+                            Some(id) => super::SettledBy::Intent(id),
+                            None => super::SettledBy::Balance,
+                        })
+                    ));
+                }
+                if !pending.is_empty() {
+                    return not_final("reassign it");
+                }
+                if payments.is_empty() {
+                    return conflict(format!(
+                        "no final payment at intent {}'s address is left to reassign (each \
+                         settles one intent at most)",
+                        intent.id
+                    ));
+                }
+            }
+            Action::RefundRequired => {
+                if a.destination.is_none_or(|d| d.trim().is_empty()) {
+                    return conflict("refund_required needs the destination address".into());
+                }
+                if !pending.is_empty() {
+                    return not_final("require its refund");
+                }
+                if payments.is_empty() {
+                    return conflict(format!(
+                        "nothing final and unclaimed has arrived at intent {}'s address to refund",
+                        intent.id
+                    ));
+                }
+            }
+            Action::RefundSent => {
+                if a.txid.is_none_or(|t| t.trim().is_empty()) {
+                    return conflict("refund_sent needs the refund's transaction id".into());
+                }
+                payments.clear();
+            }
+            Action::Dismiss => {
+                if verdict.as_ref().is_some_and(|v| v.status == Status::Paid) {
+                    return conflict(format!(
+                        "intent {} is paid; dismissing would hide a settled payment",
+                        intent.id
+                    ));
+                }
+                if !pending.is_empty() {
+                    return not_final("dismiss it");
+                }
+            }
+        }
+        let amount = payments
+            .iter()
+            .filter(|t| {
+                t.network == intent.method.network()
+                    && t.asset == paywatch_core::AssetId::Known(intent.method.asset())
+            })
+            .map(|t| t.amount.0)
+            .sum();
+        Ok(Ok(Plan {
+            through,
+            amount,
+            payments: payments
+                .iter()
+                .map(|t| DecisionPayment {
+                    key: key_of(t),
+                    asset: t.asset.code(),
+                    amount: t.amount.to_string(),
+                })
+                .collect(),
+        }))
+    }
+}
+
+/// What an action will record.
+struct Plan {
+    through: Option<i64>,
+    amount: u128,
+    payments: Vec<DecisionPayment>,
+}
+
+fn describe(by: super::SettledBy) -> String {
+    match by {
+        super::SettledBy::Intent(id) => format!("intent {id}"),
+        super::SettledBy::Balance => "the account's balance".to_owned(),
+    }
+}
+
+fn key_of(t: &TransferRecord) -> PaymentKey {
+    PaymentKey {
+        network: t.network.as_str().to_owned(),
+        txid: t.txid.clone(),
+        idx: i64::from(t.index),
+    }
+}
+
+fn is_final(t: &TransferRecord, facts: &Facts) -> bool {
+    t.block_hash != crate::store::MEMPOOL_BLOCK
+        && facts
+            .final_heights
+            .get(&t.network)
+            .is_some_and(|h| t.block_height <= *h)
+}
+
+/// The intent's transfers: at its address, and at its twin on the other network.
+fn transfers_at<'a>(intent: &IntentRecord, facts: &'a Facts) -> Vec<&'a TransferRecord> {
+    let twin: Option<(Network, String)> =
+        crate::twin::twin(intent.method.network(), &intent.address);
+    facts
+        .transfers
+        .iter()
+        .filter(|t| {
+            (t.network == intent.method.network() && t.to == intent.address)
+                || twin
+                    .as_ref()
+                    .is_some_and(|(n, a)| t.network == *n && &t.to == a)
+        })
+        .collect()
+}

@@ -1,0 +1,415 @@
+//! The one writer of status, settlements and the ledger: it reads a batch's
+//! facts, asks the status machine, and writes what it says, with an outbox
+//! row for every change, in the caller's transaction. Reconcile's passes,
+//! support's decisions and payments from the balance all end here.
+
+use std::collections::HashMap;
+
+use paywatch_core::{Method, Network};
+
+use super::decide::{decide, MoneyMove, Verdict};
+use super::events::{self, SettlementEvent};
+use super::facts::{
+    Action, Closing, IntentFacts, Reassigned, SeenTransfer, SettledBy, SettlementFacts, Via,
+};
+use super::{Attributed, Matcher, PassReport, Tolerance};
+use crate::store::{
+    Facts, IntentRecord, LedgerPosting, NewSettlement, OutboxEvent, SettlementRow, Store,
+    StoreError, Tx, VerdictWrite,
+};
+use crate::IntentKind;
+
+/// The policies the status machine is given.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Policy {
+    pub tolerance: HashMap<Method, Tolerance>,
+    /// Seconds after the expiry money seen in time may take to be final,
+    /// for intents made before each kept its own deadline.
+    pub confirm_windows: HashMap<Network, i64>,
+}
+
+impl Policy {
+    fn confirm_by(&self, i: &IntentRecord) -> i64 {
+        i.confirm_by_ms.unwrap_or_else(|| {
+            let network = i.method.network();
+            let window = self
+                .confirm_windows
+                .get(&network)
+                .copied()
+                .unwrap_or_else(|| super::time_policy::default_confirm_window_secs(network));
+            i.expires_at_ms.saturating_add(window.saturating_mul(1000))
+        })
+    }
+}
+
+/// Decides and writes every intent of `facts`, in `tx`. Returns what it did,
+/// and the outbox rows written (so the caller can add its own beside them).
+pub(crate) async fn write(
+    store: &Store,
+    tx: &mut Tx,
+    facts: &Facts,
+    policy: &Policy,
+    now: i64,
+) -> Result<Written, StoreError> {
+    let matcher = Matcher::new(
+        facts
+            .intents
+            .iter()
+            .map(|i| (i.method.network(), i.address.as_str())),
+    );
+    let attributed = Attributed::rows(&matcher, &facts.transfers, facts.intents.len());
+    let basis: HashMap<i64, Vec<SeenTransfer<'_>>> = facts
+        .basis
+        .iter()
+        .map(|(d, b)| (*d, b.rows.iter().map(|r| r.seen()).collect()))
+        .collect();
+    let reading = Reading {
+        facts,
+        policy,
+        attributed: &attributed,
+        basis: &basis,
+        now,
+    };
+
+    let mut verdicts: Vec<Verdict> = (0..facts.intents.len())
+        .map(|p| decide(&reading.facts_of(p, None)))
+        .collect();
+
+    // Settle in bulk; an intent that finds its reference taken by another
+    // is decided again as the duplicate it is.
+    let settling: Vec<(usize, Via)> = verdicts
+        .iter()
+        .enumerate()
+        .filter_map(|(p, v)| match v.money {
+            MoneyMove::Settle(via) => Some((p, via)),
+            _ => None,
+        })
+        .collect();
+    let rows: Vec<NewSettlement<'_>> = settling
+        .iter()
+        .map(|(p, via)| {
+            let i = &facts.intents[*p];
+            NewSettlement {
+                kind: i.kind.as_str(),
+                reference: &i.reference,
+                intent_id: Some(i.id),
+                account: &i.account,
+                usd_cents: i.usd_cents,
+                via: via.as_str(),
+                decision_id: match via {
+                    Via::Support { decision } => *decision,
+                    Via::Chain => None,
+                },
+                debit_key: None,
+            }
+        })
+        .collect();
+    let made = store.insert_settlements(tx, &rows, now).await?;
+    let mut holders: HashMap<(IntentKind, String), SettledBy> = HashMap::new();
+    for (p, _) in &settling {
+        let i = &facts.intents[*p];
+        if made.contains(&Some(i.id)) {
+            holders.insert((i.kind, i.reference.clone()), SettledBy::Intent(i.id));
+        }
+    }
+    if made.len() < settling.len() {
+        let lost: Vec<IntentRecord> = settling
+            .iter()
+            .map(|(p, _)| facts.intents[*p].clone())
+            .filter(|i| !made.contains(&Some(i.id)))
+            .collect();
+        let taken = store.settlements_of(tx, &lost).await?;
+        for (p, _) in &settling {
+            let i = &facts.intents[*p];
+            if made.contains(&Some(i.id)) {
+                continue;
+            }
+            let by = taken
+                .get(&(i.kind, i.reference.clone()))
+                .map(|s| match s.intent_id {
+                    Some(id) => SettledBy::Intent(id),
+                    None => SettledBy::Balance,
+                });
+            verdicts[*p] = decide(&reading.facts_of(*p, Some(by)));
+        }
+    }
+
+    let mut out = Written::default();
+    let mut postings: Vec<(LedgerPosting<'_>, &IntentRecord)> = Vec::new();
+    let (mut reversing, mut recrediting) = (Vec::new(), Vec::new());
+    for (p, v) in verdicts.iter().enumerate() {
+        let i = &facts.intents[p];
+        let own = reading.own_settlement(p);
+        match v.money {
+            MoneyMove::Settle(via) if made.contains(&Some(i.id)) => {
+                out.settled.push(i.id);
+                out.events.push(events::settlement_of(
+                    SettlementEvent::Settled,
+                    i,
+                    via.as_str(),
+                ));
+                if i.kind == IntentKind::Topup {
+                    postings.push((credit(i, format!("topup:{}", i.id)), i));
+                }
+            }
+            MoneyMove::Reverse => {
+                let credits = own.map_or(1, |s| s.credits);
+                reversing.push(i.id);
+                out.reversed.push(i.id);
+                out.events.push(events::settlement_of(
+                    SettlementEvent::Reversed,
+                    i,
+                    own.map_or("chain", |s| s.via.as_str()),
+                ));
+                if i.kind == IntentKind::Topup {
+                    let key = if credits <= 1 {
+                        format!("reversal:{}", i.id)
+                    } else {
+                        format!("reversal:{}:{credits}", i.id)
+                    };
+                    let mut posting = credit(i, key);
+                    posting.usd_cents = -i.usd_cents;
+                    posting.entry_kind = "reversal";
+                    postings.push((posting, i));
+                }
+            }
+            MoneyMove::Recredit => {
+                let credits = own.map_or(1, |s| s.credits) + 1;
+                recrediting.push(i.id);
+                out.recredited.push(i.id);
+                out.events.push(events::settlement_of(
+                    SettlementEvent::Recredited,
+                    i,
+                    own.map_or("chain", |s| s.via.as_str()),
+                ));
+                if i.kind == IntentKind::Topup {
+                    postings.push((credit(i, format!("topup:{}:{credits}", i.id)), i));
+                }
+            }
+            _ => {}
+        }
+    }
+    store.mark_settlements(tx, &reversing, true, now).await?;
+    store.mark_settlements(tx, &recrediting, false, now).await?;
+    let ledger: Vec<LedgerPosting<'_>> = postings.iter().map(|(p, _)| p.clone()).collect();
+    store.post_ledger(tx, &ledger, now).await?;
+    out.events.extend(
+        postings
+            .iter()
+            .map(|(p, i)| events::ledger(p, i.kind.as_str(), &i.reference)),
+    );
+
+    let writes: Vec<VerdictWrite<'_>> = facts
+        .intents
+        .iter()
+        .zip(&verdicts)
+        .enumerate()
+        .map(|(p, (i, v))| {
+            let settled_now = matches!(v.money, MoneyMove::Settle(_)) && made.contains(&Some(i.id));
+            VerdictWrite {
+                intent: i,
+                status: v.status,
+                exception: v.exception,
+                outcome: v.outcome,
+                reason: v.reason.render(i.method, |id| {
+                    facts.transfers.iter().find(|t| t.id == id).map(|t| {
+                        format!(
+                            "{} base units of {} on {} in {}",
+                            t.amount,
+                            t.asset.code(),
+                            t.network,
+                            t.txid
+                        )
+                    })
+                }),
+                amount_final: v.amount_final,
+                amount_pending: v.amount_pending,
+                amount_excess: v.amount_excess,
+                paid_at_ms: if settled_now { Some(now) } else { i.paid_at_ms },
+                settled_through: if settled_now {
+                    attributed.of(p).iter().map(|t| t.id).max()
+                } else {
+                    i.settled_through
+                },
+                reversed_at_ms: match v.money {
+                    MoneyMove::Reverse => Some(now),
+                    MoneyMove::Recredit => None,
+                    _ => i.reversed_at_ms,
+                },
+            }
+        })
+        .collect();
+    store.write_verdicts(tx, &writes, now).await?;
+    let changed: Vec<OutboxEvent> = writes
+        .iter()
+        .filter(|w| w.changed())
+        .map(events::status_changed)
+        .collect();
+    out.changed = changed.len();
+    // Status first: a reader of the feed sees the intent paid, then the
+    // settlement and ledger entries that go with it.
+    let mut ordered = changed;
+    ordered.append(&mut out.events);
+    out.events = ordered;
+    Ok(out)
+}
+
+/// The status machine's verdict on each intent of `facts`, as things stand
+/// (nothing written): what support's actions check themselves against.
+pub(crate) fn verdicts(facts: &Facts, policy: &Policy, now: i64) -> Vec<(i64, Verdict)> {
+    let matcher = Matcher::new(
+        facts
+            .intents
+            .iter()
+            .map(|i| (i.method.network(), i.address.as_str())),
+    );
+    let attributed = Attributed::rows(&matcher, &facts.transfers, facts.intents.len());
+    let basis: HashMap<i64, Vec<SeenTransfer<'_>>> = facts
+        .basis
+        .iter()
+        .map(|(d, b)| (*d, b.rows.iter().map(|r| r.seen()).collect()))
+        .collect();
+    let reading = Reading {
+        facts,
+        policy,
+        attributed: &attributed,
+        basis: &basis,
+        now,
+    };
+    (0..facts.intents.len())
+        .map(|p| (facts.intents[p].id, decide(&reading.facts_of(p, None))))
+        .collect()
+}
+
+/// A top-up's credit, as first posted.
+fn credit(i: &IntentRecord, key: String) -> LedgerPosting<'_> {
+    LedgerPosting {
+        account: &i.account,
+        usd_cents: i.usd_cents,
+        entry_kind: "topup_credit",
+        entry_key: key,
+        intent_id: Some(i.id),
+        memo: format!("{} {}", i.kind.as_str(), i.reference),
+    }
+}
+
+/// What one write did.
+#[derive(Debug, Default)]
+pub(crate) struct Written {
+    pub changed: usize,
+    pub settled: Vec<i64>,
+    pub reversed: Vec<i64>,
+    pub recredited: Vec<i64>,
+    /// The outbox rows to write, in order.
+    pub events: Vec<OutboxEvent>,
+}
+
+impl Written {
+    pub(crate) fn report(&self, examined: usize, claimed: usize) -> PassReport {
+        PassReport {
+            examined,
+            changed: self.changed,
+            settled: self.settled.len(),
+            reversed: self.reversed.len(),
+            claimed,
+        }
+    }
+}
+
+/// The batch's facts, read per intent for the status machine.
+struct Reading<'a> {
+    facts: &'a Facts,
+    policy: &'a Policy,
+    attributed: &'a Attributed<'a>,
+    basis: &'a HashMap<i64, Vec<SeenTransfer<'a>>>,
+    now: i64,
+}
+
+impl<'a> Reading<'a> {
+    fn own_settlement(&self, p: usize) -> Option<&'a SettlementRow> {
+        let i = &self.facts.intents[p];
+        self.facts
+            .settlements
+            .get(&(i.kind, i.reference.clone()))
+            .filter(|s| s.intent_id == Some(i.id))
+    }
+
+    /// `holder` overrides who settled the reference, after a lost race.
+    fn facts_of(&self, p: usize, holder: Option<Option<SettledBy>>) -> IntentFacts<'a> {
+        let i = &self.facts.intents[p];
+        let settlement = self.own_settlement(p).map(|s| {
+            let via = match s.via.as_str() {
+                "support" => Via::Support {
+                    decision: s.decision_id,
+                },
+                _ => Via::Chain,
+            };
+            let basis = s
+                .decision_id
+                .and_then(|d| self.basis.get(&d))
+                .map_or(&[][..], |b| b.as_slice());
+            SettlementFacts {
+                via,
+                settled_at_ms: s.settled_at_ms,
+                through: i.settled_through,
+                reversed_at_ms: s.reversed_at_ms,
+                basis,
+                basis_payments: s
+                    .decision_id
+                    .and_then(|d| self.facts.basis.get(&d))
+                    .map_or(0, |b| b.payments),
+            }
+        });
+        let on_this = || self.facts.decisions.iter().filter(|d| d.intent_id == i.id);
+        let closing = on_this()
+            .rfind(|d| d.action != Action::RefundSent)
+            .map(|d| Closing {
+                decision: d.id,
+                action: d.action,
+                at_ms: d.at_ms,
+                through: d.through,
+                counterpart: d.to_intent,
+            });
+        let refunded = on_this().any(|d| d.action == Action::RefundSent);
+        let reassigned_in = self
+            .facts
+            .decisions
+            .iter()
+            .rfind(|d| d.action == Action::Reassign && d.to_intent == Some(i.id))
+            .map(|d| Reassigned {
+                decision: d.id,
+                from: d.intent_id,
+            });
+        let reference_settled_by = match holder {
+            Some(by) => by,
+            None => self
+                .facts
+                .settled_by(i.kind, &i.reference)
+                .filter(|by| *by != SettledBy::Intent(i.id)),
+        };
+        IntentFacts {
+            id: i.id,
+            method: i.method,
+            amount_due: i.amount_due,
+            expires_at_ms: i.expires_at_ms,
+            confirm_by_ms: self.policy.confirm_by(i),
+            status: i.status,
+            settlement,
+            closing,
+            refunded,
+            reassigned_in,
+            reference_settled_by,
+            transfers: self.attributed.of(p),
+            final_height: self.facts.final_heights.get(&i.method.network()).copied(),
+            twin_final_height: crate::twin::twin_network(i.method.network())
+                .and_then(|n| self.facts.final_heights.get(&n).copied()),
+            now_ms: self.now,
+            tolerance: self
+                .policy
+                .tolerance
+                .get(&i.method)
+                .copied()
+                .unwrap_or_default(),
+        }
+    }
+}

@@ -1,0 +1,276 @@
+//! The statements behind settlements, the ledger and the outbox. Only the
+//! reconciler's writer calls them (`reconcile::writer`), inside the
+//! transaction that also writes the status they go with.
+
+use std::collections::HashSet;
+
+use serde::Serialize;
+use sqlx::Row;
+
+use super::{json, Col, Dialect, Store, StoreError, Tx};
+
+/// A settlement to make: a reference paid by an intent (`intent_id`), or by
+/// the balance (`debit_key` names the ledger entry).
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct NewSettlement<'a> {
+    pub kind: &'a str,
+    pub reference: &'a str,
+    pub intent_id: Option<i64>,
+    pub account: &'a str,
+    pub usd_cents: i64,
+    pub via: &'static str,
+    pub decision_id: Option<i64>,
+    pub debit_key: Option<&'a str>,
+}
+
+/// One ledger entry to post.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct LedgerPosting<'a> {
+    pub account: &'a str,
+    pub usd_cents: i64,
+    pub entry_kind: &'static str,
+    pub entry_key: String,
+    pub intent_id: Option<i64>,
+    pub memo: String,
+}
+
+/// One row for the storefront's outbox.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct OutboxEvent {
+    pub topic: &'static str,
+    pub intent_id: Option<i64>,
+    pub payload: String,
+}
+
+impl Store {
+    /// Makes these settlements, at most one per reference: the primary key on
+    /// (kind, reference) makes a second settlement impossible, not merely
+    /// unlikely. Returns the intents whose settlement was made; the others
+    /// found their reference taken.
+    pub(crate) async fn insert_settlements(
+        &self,
+        tx: &mut Tx,
+        rows: &[NewSettlement<'_>],
+        now_ms: i64,
+    ) -> Result<HashSet<Option<i64>>, StoreError> {
+        let mut made = HashSet::new();
+        if rows.is_empty() {
+            return Ok(made);
+        }
+        let sql = format!(
+            "INSERT INTO settlements (kind, reference, intent_id, account, usd_cents, settled_at, \
+             via, decision_id, debit_key) \
+             SELECT kind, reference, intent_id, account, usd_cents, $2, via, decision_id, debit_key \
+             FROM {} WHERE true ON CONFLICT DO NOTHING RETURNING kind, reference, intent_id",
+            self.dialect().rowset(
+                "$1",
+                &[
+                    ("kind", Col::Text),
+                    ("reference", Col::Text),
+                    ("intent_id", Col::Int),
+                    ("account", Col::Text),
+                    ("usd_cents", Col::Int),
+                    ("via", Col::Text),
+                    ("decision_id", Col::Int),
+                    ("debit_key", Col::Text),
+                ]
+            )
+        );
+        for row in sqlx::query(&sql)
+            .bind(json(rows)?)
+            .bind(now_ms)
+            .fetch_all(&mut **tx)
+            .await?
+        {
+            made.insert(row.try_get::<Option<i64>, _>("intent_id")?);
+        }
+        Ok(made)
+    }
+
+    /// Marks these intents' settlements reversed (`reversed` true) or
+    /// standing again (false, one more credit posted).
+    pub(crate) async fn mark_settlements(
+        &self,
+        tx: &mut Tx,
+        intent_ids: &[i64],
+        reversed: bool,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        #[derive(Serialize)]
+        struct Id {
+            id: i64,
+        }
+        if intent_ids.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<Id> = intent_ids.iter().map(|id| Id { id: *id }).collect();
+        let rowset = self.dialect().rowset("$1", &[("id", Col::Int)]);
+        if reversed {
+            let sql = format!(
+                "UPDATE settlements SET reversed_at = $2 WHERE intent_id IN (SELECT id FROM {rowset})"
+            );
+            sqlx::query(&sql)
+                .bind(json(&ids)?)
+                .bind(now_ms)
+                .execute(&mut **tx)
+                .await?;
+        } else {
+            let sql = format!(
+                "UPDATE settlements SET reversed_at = NULL, credits = credits + 1 \
+                 WHERE intent_id IN (SELECT id FROM {rowset})"
+            );
+            sqlx::query(&sql)
+                .bind(json(&ids)?)
+                .execute(&mut **tx)
+                .await?;
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn post_ledger(
+        &self,
+        tx: &mut Tx,
+        postings: &[LedgerPosting<'_>],
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        if postings.is_empty() {
+            return Ok(());
+        }
+        let sql = format!(
+            "INSERT INTO ledger_entries (account, usd_cents, entry_kind, entry_key, intent_id, created_at, memo) \
+             SELECT account, usd_cents, entry_kind, entry_key, intent_id, $2, memo FROM {}",
+            self.dialect().rowset(
+                "$1",
+                &[
+                    ("account", Col::Text),
+                    ("usd_cents", Col::Int),
+                    ("entry_kind", Col::Text),
+                    ("entry_key", Col::Text),
+                    ("intent_id", Col::Int),
+                    ("memo", Col::Text)
+                ]
+            )
+        );
+        sqlx::query(&sql)
+            .bind(json(postings)?)
+            .bind(now_ms)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
+    pub(crate) async fn insert_outbox(
+        &self,
+        tx: &mut Tx,
+        events: &[OutboxEvent],
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let sql = format!(
+            "INSERT INTO outbox (topic, intent_id, payload, created_at) \
+             SELECT topic, intent_id, payload, $2 FROM {}",
+            self.dialect().rowset(
+                "$1",
+                &[
+                    ("topic", Col::Text),
+                    ("intent_id", Col::Int),
+                    ("payload", Col::Text)
+                ]
+            )
+        );
+        sqlx::query(&sql)
+            .bind(json(events)?)
+            .bind(now_ms)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
+    /// Wakes storefront listeners; PostgreSQL delivers it only on commit.
+    pub(crate) async fn notify_outbox(&self, tx: &mut Tx) -> Result<(), StoreError> {
+        if self.dialect() == Dialect::Postgres {
+            sqlx::query("SELECT pg_notify('paywatch_outbox', 'intent.status')")
+                .execute(&mut **tx)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// An account's available balance, with its lock row held for the rest
+    /// of the transaction: of two concurrent debits the second reads the
+    /// balance the first left (PostgreSQL row lock and snapshot; SQLite has
+    /// one writer).
+    pub(crate) async fn lock_balance(&self, tx: &mut Tx, account: &str) -> Result<i64, StoreError> {
+        sqlx::query("INSERT INTO account_locks (account) VALUES ($1) ON CONFLICT DO NOTHING")
+            .bind(account)
+            .execute(&mut **tx)
+            .await?;
+        // An update, not a row lock alone: under PostgreSQL's snapshot a
+        // second debit that waited here must not go on with a balance read
+        // before the first committed. Updating the row makes it fail with a
+        // serialization error instead, and run again on a fresh snapshot.
+        sqlx::query("UPDATE account_locks SET account = account WHERE account = $1")
+            .bind(account)
+            .execute(&mut **tx)
+            .await?;
+        Ok(sqlx::query(
+            "SELECT CAST(COALESCE(SUM(usd_cents), 0) AS BIGINT) AS b \
+             FROM ledger_entries WHERE account = $1",
+        )
+        .bind(account)
+        .fetch_one(&mut **tx)
+        .await?
+        .try_get("b")?)
+    }
+
+    /// The ledger entry posted under `entry_key`: its account and amount.
+    pub(crate) async fn ledger_entry(
+        &self,
+        tx: &mut Tx,
+        entry_key: &str,
+    ) -> Result<Option<(String, i64)>, StoreError> {
+        let row = sqlx::query("SELECT account, usd_cents FROM ledger_entries WHERE entry_key = $1")
+            .bind(entry_key)
+            .fetch_optional(&mut **tx)
+            .await?;
+        row.map(|r| Ok((r.try_get("account")?, r.try_get("usd_cents")?)))
+            .transpose()
+    }
+
+    /// Who settled a reference, read in `tx`.
+    pub(crate) async fn reference_settled_by(
+        &self,
+        tx: &mut Tx,
+        kind: crate::IntentKind,
+        reference: &str,
+    ) -> Result<Option<crate::reconcile::SettledBy>, StoreError> {
+        let row =
+            sqlx::query("SELECT intent_id FROM settlements WHERE kind = $1 AND reference = $2")
+                .bind(kind.as_str())
+                .bind(reference)
+                .fetch_optional(&mut **tx)
+                .await?;
+        row.map(|r| {
+            Ok(match r.try_get::<Option<i64>, _>("intent_id")? {
+                Some(id) => crate::reconcile::SettledBy::Intent(id),
+                None => crate::reconcile::SettledBy::Balance,
+            })
+        })
+        .transpose()
+    }
+
+    /// The order a balance debit paid, by the debit's ledger key.
+    pub(crate) async fn order_paid_by_debit(
+        &self,
+        tx: &mut Tx,
+        debit_key: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let row = sqlx::query("SELECT reference FROM settlements WHERE debit_key = $1")
+            .bind(debit_key)
+            .fetch_optional(&mut **tx)
+            .await?;
+        row.map(|r| Ok(r.try_get("reference")?)).transpose()
+    }
+}
