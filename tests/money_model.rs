@@ -1,0 +1,882 @@
+//! The money path under sequences nobody wrote by hand: a model-based test.
+//!
+//! proptest draws sequences of steps (create an order or a top-up; pay it
+//! exactly, short, over, with dust or another asset, into the mempool; mine;
+//! replace a payment before it is mined; reorgs of depth 1 to 5 that drop or
+//! re-mine what they held, beyond the 2 confirmations; clock ticks past
+//! expiries and confirm-by deadlines; "I have paid"; a rescan; support's
+//! five actions; debits and orders paid from the balance; a restart of the
+//! process) and runs each against the real store and reconciler, on SQLite
+//! and on PostgreSQL, watching the chain the way the watcher does, with
+//! reconcile free to run between any two of its transactions.
+//!
+//! After every step it checks the money rules:
+//! - `paywatch check` is clean;
+//! - each top-up is credited at most once net (0 or its price);
+//! - the balance is never negative unless a reversal (money that left the
+//!   chain) took back a credit;
+//! - every settlement has its outbox row;
+//! - no settlement stands on money that is gone: the chain's own money
+//!   still reaches the amount due, and support's decision still has every
+//!   payment it named, final;
+//! - a support decision that settled is never undone unless that money
+//!   vanished, and then visibly (`needs_review`/`reversed`);
+//! - no payment is claimed by two decisions;
+//!
+//! and, after each look at the chain, a small reference model of its own:
+//! an intent paid exactly once, in time, final before its deadline, with
+//! nobody else on its reference and no support action, is settled; one
+//! nothing was ever sent to, with no support action, is not.
+//!
+//! `PAYWATCH_MODEL_CASES` sets the number of sequences per database (default
+//! 64 in the test command); `PAYWATCH_MODEL_SEED` replays one run;
+//! `MODEL_DEBUG=1` prints the tables of a failing sequence. Every failure it
+//! finds is kept as a named regression test (in tests/money_path.rs, "found
+//! by the model-based test").
+
+#[macro_use]
+mod common;
+
+use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use common::{Backend, Harness};
+use paywatch::clock::Clock;
+use paywatch::reconcile::{Action, ActionOutcome, BalancePayment, CaseAction, Status};
+use paywatch_core::{Amount, Asset, AssetId, BlockRef, Network, Transfer};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
+
+const CONFIRMATIONS: u64 = 2;
+const REFERENCES: u8 = 3;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PayHow {
+    Exact,
+    Under,
+    Over,
+    Dust,
+    WrongAsset,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SupportStep {
+    Accept,
+    RefundRequired,
+    RefundSent,
+    Reassign { to: u8 },
+    Dismiss,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Create {
+        topup: bool,
+        reference: u8,
+    },
+    Pay {
+        intent: u8,
+        how: PayHow,
+    },
+    Mine {
+        blocks: u8,
+    },
+    Replace {
+        intent: u8,
+    },
+    Reorg {
+        depth: u8,
+        keep: bool,
+        remine: u8,
+    },
+    /// A reorg just deep enough to take out the block of the intent's
+    /// newest mined payment.
+    ReorgUnder {
+        intent: u8,
+        keep: bool,
+        remine: u8,
+    },
+    Tick {
+        minutes: u16,
+    },
+    Sync {
+        interleaved: bool,
+    },
+    Declare {
+        intent: u8,
+    },
+    Rescan {
+        intent: u8,
+    },
+    Support {
+        intent: u8,
+        step: SupportStep,
+    },
+    Debit {
+        cents: u16,
+    },
+    PayOrder {
+        reference: u8,
+    },
+    Restart,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    let slot = 0u8..8;
+    prop_oneof![
+        3 => (any::<bool>(), 0..REFERENCES).prop_map(|(topup, reference)| Step::Create { topup, reference }),
+        5 => (slot.clone(), prop_oneof![
+            4 => Just(PayHow::Exact),
+            1 => Just(PayHow::Under),
+            1 => Just(PayHow::Over),
+            1 => Just(PayHow::Dust),
+            1 => Just(PayHow::WrongAsset),
+        ]).prop_map(|(intent, how)| Step::Pay { intent, how }),
+        5 => (1u8..4).prop_map(|blocks| Step::Mine { blocks }),
+        1 => slot.clone().prop_map(|intent| Step::Replace { intent }),
+        2 => (1u8..6, any::<bool>(), 0u8..7).prop_map(|(depth, keep, remine)| Step::Reorg { depth, keep, remine }),
+        2 => (slot.clone(), any::<bool>(), 0u8..4).prop_map(|(intent, keep, remine)| Step::ReorgUnder { intent, keep, remine }),
+        2 => prop_oneof![1u16..40, 300u16..500].prop_map(|minutes| Step::Tick { minutes }),
+        6 => any::<bool>().prop_map(|interleaved| Step::Sync { interleaved }),
+        1 => slot.clone().prop_map(|intent| Step::Declare { intent }),
+        1 => slot.clone().prop_map(|intent| Step::Rescan { intent }),
+        3 => (slot.clone(), prop_oneof![
+            3 => Just(SupportStep::Accept),
+            1 => Just(SupportStep::RefundRequired),
+            1 => Just(SupportStep::RefundSent),
+            2 => (0u8..8).prop_map(|to| SupportStep::Reassign { to }),
+            1 => Just(SupportStep::Dismiss),
+        ]).prop_map(|(intent, step)| Step::Support { intent, step }),
+        1 => (1u16..15_000).prop_map(|cents| Step::Debit { cents }),
+        1 => (0..REFERENCES).prop_map(|reference| Step::PayOrder { reference }),
+        1 => Just(Step::Restart),
+    ]
+}
+
+/// What the model knows of one intent.
+#[derive(Debug, Clone)]
+struct ModelIntent {
+    id: i64,
+    reference: String,
+    address: String,
+    due: u128,
+    expires_at_ms: i64,
+    confirm_by_ms: i64,
+    /// Support acted on it, or reassigned money to it.
+    touched: bool,
+}
+
+#[derive(Debug, Clone)]
+struct ModelPayment {
+    txid: String,
+    intent: usize,
+    how: PayHow,
+    /// When paywatch first looked after it was sent (first seen).
+    seen_at_ms: Option<i64>,
+    /// Replaced, or dropped by a reorg: never to be mined.
+    gone: bool,
+}
+
+#[derive(Debug)]
+struct Model {
+    backend: Backend,
+    intents: Vec<ModelIntent>,
+    payments: Vec<ModelPayment>,
+    /// References an order paid from the balance.
+    paid_from_balance: Vec<String>,
+    keys: u64,
+    /// The chain as paywatch last read it whole.
+    synced: Vec<BlockRef>,
+}
+
+impl Default for Model {
+    fn default() -> Model {
+        Model {
+            backend: Backend::Sqlite,
+            intents: Vec::new(),
+            payments: Vec::new(),
+            paid_from_balance: Vec::new(),
+            keys: 0,
+            synced: Vec::new(),
+        }
+    }
+}
+
+impl Model {
+    fn intent(&self, slot: u8) -> Option<usize> {
+        (!self.intents.is_empty()).then(|| usize::from(slot) % self.intents.len())
+    }
+
+    fn key(&mut self) -> String {
+        self.keys += 1;
+        format!("k{}", self.keys)
+    }
+}
+
+/// What the runs did, so a passing run shows it went where it should.
+#[derive(Debug, Default)]
+struct Coverage {
+    steps: AtomicUsize,
+    support_done: AtomicUsize,
+    support_refused: AtomicUsize,
+    support_not_final: AtomicUsize,
+    orders_paid_from_balance: AtomicUsize,
+    settled: AtomicUsize,
+    reversed: AtomicUsize,
+    recredited: AtomicUsize,
+    expected_settled: AtomicUsize,
+}
+
+impl Coverage {
+    const fn new() -> Coverage {
+        Coverage {
+            steps: AtomicUsize::new(0),
+            support_done: AtomicUsize::new(0),
+            support_refused: AtomicUsize::new(0),
+            support_not_final: AtomicUsize::new(0),
+            orders_paid_from_balance: AtomicUsize::new(0),
+            settled: AtomicUsize::new(0),
+            reversed: AtomicUsize::new(0),
+            recredited: AtomicUsize::new(0),
+            expected_settled: AtomicUsize::new(0),
+        }
+    }
+}
+
+/// One per database, as the two run side by side.
+static COVERAGE: [Coverage; 2] = [Coverage::new(), Coverage::new()];
+
+fn coverage(b: Backend) -> &'static Coverage {
+    &COVERAGE[usize::from(b == Backend::Postgres)]
+}
+
+fn count(c: &AtomicUsize, n: usize) {
+    c.fetch_add(n, Ordering::Relaxed);
+}
+
+struct Failure(String);
+
+impl fmt::Debug for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn reference(topup: bool, slot: u8) -> String {
+    format!("{}{slot}", if topup { "t" } else { "o" })
+}
+
+async fn apply(h: &mut Harness, m: &mut Model, step: Step) -> Result<bool, String> {
+    let cov = coverage(m.backend);
+    let mut looked = false;
+    match step {
+        Step::Create {
+            topup,
+            reference: slot,
+        } => {
+            let kind = if topup { "topup" } else { "order" };
+            let reference = reference(topup, slot);
+            if let Ok(i) = h.try_create(kind, &reference, "LTC", "100").await {
+                m.intents.push(ModelIntent {
+                    id: i.id,
+                    reference,
+                    address: i.address.clone(),
+                    due: i.amount_due.0,
+                    expires_at_ms: i.expires_at_ms,
+                    confirm_by_ms: i.confirm_by_ms.expect("kept at creation"),
+                    touched: false,
+                });
+            }
+        }
+        Step::Pay { intent, how } => {
+            let Some(p) = m.intent(intent) else {
+                return Ok(false);
+            };
+            let i = &m.intents[p];
+            let (asset, amount) = match how {
+                PayHow::Exact => (AssetId::Known(Asset::Ltc), i.due),
+                PayHow::Under => (AssetId::Known(Asset::Ltc), i.due * 9 / 10),
+                PayHow::Over => (AssetId::Known(Asset::Ltc), i.due * 11 / 10),
+                PayHow::Dust => (AssetId::Known(Asset::Ltc), 546),
+                PayHow::WrongAsset => (
+                    AssetId::Token {
+                        contract: "spam".into(),
+                    },
+                    i.due,
+                ),
+            };
+            let txid = h.chain.pay(&i.address, asset, amount);
+            m.payments.push(ModelPayment {
+                txid,
+                intent: p,
+                how,
+                seen_at_ms: None,
+                gone: false,
+            });
+        }
+        Step::Mine { blocks } => h.mine(usize::from(blocks)),
+        Step::Replace { intent } => {
+            if let Some(p) = m.intent(intent) {
+                for pay in m.payments.iter_mut().filter(|x| x.intent == p && !x.gone) {
+                    if h.chain.drop_from_mempool(&pay.txid) {
+                        pay.gone = true;
+                    }
+                }
+            }
+        }
+        Step::ReorgUnder {
+            intent,
+            keep,
+            remine,
+        } => {
+            let Some(p) = m.intent(intent) else {
+                return Ok(false);
+            };
+            let tip = h.chain.height();
+            let Some(height) = m
+                .payments
+                .iter()
+                .filter(|x| x.intent == p)
+                .filter_map(|x| h.chain.height_of(&x.txid))
+                .max()
+            else {
+                return Ok(false);
+            };
+            let depth = u8::try_from(tip + 1 - height).unwrap_or(u8::MAX).min(8);
+            return Box::pin(apply(
+                h,
+                m,
+                Step::Reorg {
+                    depth,
+                    keep,
+                    remine,
+                },
+            ))
+            .await;
+        }
+        Step::Reorg {
+            depth,
+            keep,
+            remine,
+        } => {
+            let depth = usize::from(depth);
+            if keep {
+                h.chain.reorg_keeping_transactions(depth);
+            } else {
+                for t in h.chain.reorg(depth) {
+                    if let Some(pay) = m.payments.iter_mut().find(|x| x.txid == t.txid) {
+                        pay.gone = true;
+                    }
+                }
+            }
+            h.mine(usize::from(remine));
+        }
+        Step::Tick { minutes } => h.clock.advance_secs(i64::from(minutes) * 60),
+        Step::Sync { interleaved } => {
+            h.events_per_transaction = if interleaved { 1 } else { 50 };
+            h.reconcile_between_writes = interleaved;
+            h.sync().await;
+            // A node whose tip is one of the blocks paywatch holds, lower
+            // than its cursor, is behind: paywatch waits for it and takes no
+            // mempool snapshot, so nothing new is seen.
+            let tip = h.chain.tip();
+            let behind = m.synced.last().is_some_and(|last| tip.height < last.height)
+                && m.synced.contains(&tip);
+            if !behind {
+                m.synced = h.chain.blocks();
+                let now = h.clock.now_ms();
+                for pay in m
+                    .payments
+                    .iter_mut()
+                    .filter(|p| p.seen_at_ms.is_none() && !p.gone)
+                {
+                    pay.seen_at_ms = Some(now);
+                }
+            }
+            looked = true;
+        }
+        Step::Declare { intent } => {
+            if let Some(p) = m.intent(intent) {
+                h.store
+                    .declare_paid(m.intents[p].id, Some("I have paid"), h.clock.now_ms())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                h.reconciler
+                    .run_until_idle()
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+        Step::Rescan { intent } => {
+            let Some(p) = m.intent(intent) else {
+                return Ok(false);
+            };
+            rescan(h, &m.intents[p].address).await?;
+            h.reconciler
+                .run_until_idle()
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        Step::Support { intent, step } => {
+            // Mostly a case that waits for a person, as support would pick.
+            let queue: Vec<i64> = h
+                .rows("SELECT id FROM intents WHERE status = 'needs_review' ORDER BY id")
+                .await
+                .iter()
+                .map(|r| r.int("id"))
+                .collect();
+            let p = if !queue.is_empty() && intent % 4 != 0 {
+                let id = queue[usize::from(intent) % queue.len()];
+                m.intents.iter().position(|i| i.id == id)
+            } else {
+                m.intent(intent)
+            };
+            let Some(p) = p else { return Ok(false) };
+            let key = m.key();
+            let (action, to) = match step {
+                SupportStep::Accept => (Action::Accept, None),
+                SupportStep::RefundRequired => (Action::RefundRequired, None),
+                SupportStep::RefundSent => (Action::RefundSent, None),
+                SupportStep::Reassign { to } => {
+                    (Action::Reassign, m.intent(to).map(|t| m.intents[t].id))
+                }
+                SupportStep::Dismiss => (Action::Dismiss, None),
+            };
+            let outcome = h
+                .reconciler
+                .act(&CaseAction {
+                    intent_id: m.intents[p].id,
+                    action,
+                    role: "support",
+                    actor: "model",
+                    note: "a step of the model",
+                    key: &key,
+                    destination: Some("rltc1qrefund"),
+                    txid: Some("refund-tx"),
+                    to_intent: to,
+                })
+                .await
+                .map_err(|e| e.to_string())?;
+            match outcome {
+                ActionOutcome::NotFinal(_) => count(&cov.support_not_final, 1),
+                ActionOutcome::Done { .. } => count(&cov.support_done, 1),
+                _ => count(&cov.support_refused, 1),
+            }
+            if let ActionOutcome::Done { .. } = outcome {
+                m.intents[p].touched = true;
+                if let Some(to) = to {
+                    if let Some(t) = m.intents.iter_mut().find(|i| i.id == to) {
+                        t.touched = true;
+                    }
+                }
+            }
+        }
+        Step::Debit { cents } => {
+            let key = m.key();
+            h.reconciler
+                .debit(&BalancePayment {
+                    account: "acct-1",
+                    cents: i64::from(cents),
+                    key: &key,
+                    memo: None,
+                    order: None,
+                })
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        Step::PayOrder { reference: slot } => {
+            let key = m.key();
+            let reference = reference(false, slot);
+            let outcome = h
+                .reconciler
+                .debit(&BalancePayment {
+                    account: "acct-1",
+                    cents: 10_000,
+                    key: &key,
+                    memo: None,
+                    order: Some(&reference),
+                })
+                .await
+                .map_err(|e| e.to_string())?;
+            if let paywatch::reconcile::DebitOutcome::Posted { .. } = outcome {
+                count(&cov.orders_paid_from_balance, 1);
+                m.paid_from_balance.push(reference);
+            }
+        }
+        Step::Restart => h.restart_process().await,
+    }
+    Ok(looked)
+}
+
+/// Reads the block holding the address's newest live transfer again, as a
+/// rescan does: nothing new is recorded, the address is queued.
+async fn rescan(h: &Harness, address: &str) -> Result<(), String> {
+    let rows = h
+        .rows(&format!(
+            "SELECT t.txid, CAST(t.idx AS BIGINT) AS idx, t.block_hash, CAST(t.block_height AS BIGINT) AS height, \
+             b.parent, CAST(t.block_time AS BIGINT) AS block_time, CAST(t.amount AS TEXT) AS amount, t.asset \
+             FROM transfers t JOIN blocks b ON b.network = t.network AND b.hash = t.block_hash \
+             WHERE t.to_address = '{address}' AND t.orphaned_at IS NULL AND b.orphaned_at IS NULL \
+             ORDER BY t.id DESC"
+        ))
+        .await;
+    let Some(row) = rows.first() else {
+        return Ok(());
+    };
+    let block = BlockRef {
+        height: row.int("height") as u64,
+        hash: row.get("block_hash").unwrap().to_owned(),
+        parent: row.get("parent").unwrap().to_owned(),
+    };
+    let transfer = Transfer {
+        network: Network::Litecoin,
+        asset: AssetId::from_code(row.get("asset").unwrap()),
+        txid: row.get("txid").unwrap().to_owned(),
+        index: row.int("idx") as u32,
+        to: address.to_owned(),
+        from: None,
+        amount: Amount(row.get("amount").unwrap().parse().unwrap()),
+        success: true,
+    };
+    h.ingest
+        .backfill(
+            Network::Litecoin,
+            &block,
+            row.int("block_time") / 1000,
+            &[transfer],
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// The money rules, against what the database holds now.
+async fn check_rules(h: &Harness, m: &Model) -> Result<(), String> {
+    let check = h
+        .store
+        .check_invariants()
+        .await
+        .map_err(|e| e.to_string())?;
+    if !check.violations.is_empty() {
+        return Err(format!("paywatch check: {:?}", check.violations));
+    }
+    for row in h
+        .rows(
+            "SELECT i.id, i.usd_cents, CAST(COALESCE(SUM(l.usd_cents), 0) AS BIGINT) AS net \
+             FROM intents i LEFT JOIN ledger_entries l ON l.intent_id = i.id \
+             AND l.entry_kind IN ('topup_credit', 'reversal') \
+             WHERE i.kind = 'topup' GROUP BY i.id, i.usd_cents",
+        )
+        .await
+    {
+        let net = row.int("net");
+        if net != 0 && net != row.int("usd_cents") {
+            return Err(format!("top-up {} credited {net} cents net", row.int("id")));
+        }
+    }
+    let balance = h.balance("acct-1").await;
+    let reversals = h
+        .count("SELECT COUNT(*) FROM ledger_entries WHERE entry_kind = 'reversal'")
+        .await;
+    if balance < 0 && reversals == 0 {
+        return Err(format!(
+            "balance {balance} cents with no reversal to explain it"
+        ));
+    }
+    for row in h.rows("SELECT kind, reference FROM settlements").await {
+        let reference = row.get("reference").unwrap();
+        let kind = row.get("kind").unwrap();
+        let news = h
+            .count(&format!(
+                "SELECT COUNT(*) FROM outbox WHERE topic = 'settlement' \
+                 AND payload LIKE '%\"settlement.settled\"%' \
+                 AND payload LIKE '%\"reference\":\"{reference}\"%' AND payload LIKE '%\"kind\":\"{kind}\"%'"
+            ))
+            .await;
+        if news != 1 {
+            return Err(format!(
+                "{kind} {reference} settled with {news} settled rows in the outbox"
+            ));
+        }
+    }
+    // Nothing stands on money that is gone.
+    for row in h
+        .rows(
+            "SELECT s.intent_id, s.via, s.decision_id, CAST(i.amount_due AS TEXT) AS due, i.address, i.status, i.exception \
+             FROM settlements s JOIN intents i ON i.id = s.intent_id WHERE s.reversed_at IS NULL",
+        )
+        .await
+    {
+        let id = row.int("intent_id");
+        match row.get("via").unwrap() {
+            "chain" => {
+                let final_money = final_money_at(h, row.get("address").unwrap()).await;
+                let due: u128 = row.get("due").unwrap().parse().unwrap();
+                if final_money < due {
+                    return Err(format!(
+                        "intent {id} stands settled by the chain on {final_money} of {due} final"
+                    ));
+                }
+            }
+            "support" => {
+                if let Some(decision) = row.get("decision_id") {
+                    let missing = h
+                        .count(&format!(
+                            "SELECT COUNT(*) FROM decision_payments dp WHERE dp.decision_id = {decision} \
+                             AND dp.claims = 1 AND NOT EXISTS (SELECT 1 FROM transfers t \
+                             JOIN chain_state c ON c.network = t.network \
+                             WHERE t.network = dp.network AND t.txid = dp.txid AND t.idx = dp.idx \
+                             AND t.orphaned_at IS NULL AND t.block_hash <> 'mempool' \
+                             AND t.block_height <= c.final_height)"
+                        ))
+                        .await;
+                    if missing > 0 {
+                        return Err(format!(
+                            "intent {id} stands settled by support's decision {decision} with {missing} of its payments gone"
+                        ));
+                    }
+                }
+            }
+            other => return Err(format!("intent {id} settled via {other}")),
+        }
+    }
+    // A support settlement that was reversed shows it.
+    for row in h
+        .rows(
+            "SELECT i.id, i.status, i.exception FROM settlements s JOIN intents i ON i.id = s.intent_id \
+             WHERE s.reversed_at IS NOT NULL",
+        )
+        .await
+    {
+        let visible = matches!(
+            (row.get("status"), row.get("exception")),
+            (Some("needs_review"), Some("reversed")) | (Some("resolved"), _)
+        );
+        if !visible {
+            return Err(format!(
+                "intent {} reversed but shows {:?}/{:?}",
+                row.int("id"),
+                row.get("status"),
+                row.get("exception")
+            ));
+        }
+    }
+    let twice = h
+        .count(
+            "SELECT COUNT(*) FROM (SELECT network, txid, idx FROM decision_payments WHERE claims = 1 \
+             GROUP BY network, txid, idx HAVING COUNT(*) > 1) d",
+        )
+        .await;
+    if twice > 0 {
+        return Err(format!("{twice} payment(s) claimed by two decisions"));
+    }
+    let _ = m;
+    Ok(())
+}
+
+/// Final, live LTC at `address`, by the stored final height.
+async fn final_money_at(h: &Harness, address: &str) -> u128 {
+    h.rows(&format!(
+        "SELECT CAST(t.amount AS TEXT) AS amount FROM transfers t JOIN chain_state c ON c.network = t.network \
+         WHERE t.to_address = '{address}' AND t.asset = 'LTC' AND t.orphaned_at IS NULL \
+         AND t.block_hash <> 'mempool' AND t.block_height <= c.final_height"
+    ))
+    .await
+    .iter()
+    .map(|r| r.get("amount").unwrap().parse::<u128>().unwrap())
+    .sum()
+}
+
+/// The reference model, after paywatch looked at the chain: the simplest
+/// cases must come out as anyone would expect.
+async fn check_model(h: &Harness, m: &Model) -> Result<(), String> {
+    let cov = coverage(m.backend);
+    let now = h.clock.now_ms();
+    let tip = h.chain.height();
+    for (p, i) in m.intents.iter().enumerate() {
+        let shared = m
+            .intents
+            .iter()
+            .filter(|o| o.reference == i.reference)
+            .count()
+            > 1
+            || m.paid_from_balance.contains(&i.reference);
+        if i.touched || shared {
+            continue;
+        }
+        let pays: Vec<&ModelPayment> = m.payments.iter().filter(|x| x.intent == p).collect();
+        let settled = h
+            .count(&format!(
+                "SELECT COUNT(*) FROM settlements WHERE intent_id = {} AND reversed_at IS NULL",
+                i.id
+            ))
+            .await
+            == 1;
+        if pays.is_empty() && settled {
+            return Err(format!(
+                "intent {} settled with nothing ever sent to it",
+                i.id
+            ));
+        }
+        let simple = pays.len() == 1 && pays[0].how == PayHow::Exact && !pays[0].gone;
+        if !simple {
+            continue;
+        }
+        let pay = pays[0];
+        let in_time = pay.seen_at_ms.is_some_and(|t| t <= i.expires_at_ms);
+        let final_now = h
+            .chain
+            .height_of(&pay.txid)
+            .is_some_and(|height| tip + 1 - height >= CONFIRMATIONS);
+        if in_time && final_now && now <= i.confirm_by_ms {
+            count(&cov.expected_settled, 1);
+        }
+        if in_time && final_now && now <= i.confirm_by_ms && !settled {
+            let intent = h.intent(i.id).await;
+            return Err(format!(
+                "intent {} was paid exactly, in time and is final, but stands {:?}/{:?}: {:?}",
+                i.id, intent.status, intent.exception, intent.reason
+            ));
+        }
+        if settled {
+            let intent = h.intent(i.id).await;
+            if !matches!(intent.status, Status::Paid | Status::NeedsReview) {
+                return Err(format!("intent {} settled but {:?}", i.id, intent.status));
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn run_sequence(backend: Backend, steps: &[Step]) -> Result<(), String> {
+    let mut h = Harness::new(backend, Network::Litecoin, CONFIRMATIONS).await;
+    h.chain.show_mempool();
+    h.import_pool(24).await;
+    let mut m = Model {
+        backend,
+        ..Model::default()
+    };
+    let cov = coverage(backend);
+    for (n, step) in steps.iter().enumerate() {
+        count(&cov.steps, 1);
+        let looked = apply(&mut h, &mut m, *step)
+            .await
+            .map_err(|e| format!("step {n} {step:?} failed: {e}"))?;
+        check_rules(&h, &m)
+            .await
+            .map_err(|e| format!("after step {n} {step:?}: {e}"))?;
+        if looked {
+            check_model(&h, &m)
+                .await
+                .map_err(|e| format!("after step {n} {step:?}: {e}"))?;
+        }
+    }
+    // However it ended, once paywatch has looked again everything holds.
+    h.mine(3);
+    h.sync().await;
+    h.sync().await;
+    let now = h.clock.now_ms();
+    for p in m
+        .payments
+        .iter_mut()
+        .filter(|p| p.seen_at_ms.is_none() && !p.gone)
+    {
+        p.seen_at_ms = Some(now);
+    }
+    check_rules(&h, &m)
+        .await
+        .map_err(|e| format!("at the end: {e}"))?;
+    if let Err(e) = check_model(&h, &m).await {
+        if std::env::var("MODEL_DEBUG").is_ok() {
+            for r in h.rows("SELECT id, txid, block_hash, CAST(block_height AS BIGINT) AS block_height, block_time, first_seen_at, final_at, orphaned_at, to_address FROM transfers ORDER BY id").await {
+                eprintln!("{r:?}");
+            }
+            for r in h
+                .rows("SELECT id, reference, address, expires_at, status FROM intents ORDER BY id")
+                .await
+            {
+                eprintln!("{r:?}");
+            }
+            for r in h
+                .rows("SELECT height, hash, block_time, orphaned_at FROM blocks ORDER BY height")
+                .await
+            {
+                eprintln!("{r:?}");
+            }
+        }
+        return Err(format!("at the end: {e}"));
+    }
+    let topic = |event: &str| {
+        format!("SELECT COUNT(*) FROM outbox WHERE topic = 'settlement' AND payload LIKE '%settlement.{event}%'")
+    };
+    count(&cov.settled, h.count(&topic("settled")).await as usize);
+    count(&cov.reversed, h.count(&topic("reversed")).await as usize);
+    count(
+        &cov.recredited,
+        h.count(&topic("recredited")).await as usize,
+    );
+    Ok(())
+}
+
+fn explore(backend: Backend) {
+    let cases: u32 = std::env::var("PAYWATCH_MODEL_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64);
+    let config = Config {
+        cases,
+        failure_persistence: None,
+        max_shrink_iters: 400,
+        ..Config::default()
+    };
+    let mut runner = match std::env::var("PAYWATCH_MODEL_SEED") {
+        Ok(seed) => {
+            let seed: u64 = seed.parse().expect("PAYWATCH_MODEL_SEED is a number");
+            let mut bytes = [0u8; 32];
+            bytes[..8].copy_from_slice(&seed.to_le_bytes());
+            TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &bytes))
+        }
+        Err(_) => TestRunner::new(config),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let result = runner.run(&proptest::collection::vec(step(), 1..60), |steps| {
+        runtime
+            .block_on(run_sequence(backend, &steps))
+            .map_err(|e| TestCaseError::fail(Failure(e).0))
+    });
+    let cov = coverage(backend);
+    let c = |a: &AtomicUsize| a.load(Ordering::Relaxed);
+    eprintln!(
+        "money model on {backend:?}: {cases} sequences, {} steps in {:.1} s; settlements {}, \
+         reversed {}, credited again {}; support actions done {}, refused {}, not final {}; \
+         orders paid from the balance {}; simple payments the model expected settled {}",
+        c(&cov.steps),
+        started.elapsed().as_secs_f64(),
+        c(&cov.settled),
+        c(&cov.reversed),
+        c(&cov.recredited),
+        c(&cov.support_done),
+        c(&cov.support_refused),
+        c(&cov.support_not_final),
+        c(&cov.orders_paid_from_balance),
+        c(&cov.expected_settled),
+    );
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}
+
+#[test]
+fn random_sequences_keep_the_money_rules_on_sqlite() {
+    explore(Backend::Sqlite);
+}
+
+#[test]
+fn random_sequences_keep_the_money_rules_on_postgres() {
+    explore(Backend::Postgres);
+}
