@@ -29,7 +29,7 @@
 //! nothing was ever sent to, with no support action, is not.
 //!
 //! `PAYWATCH_MODEL_CASES` sets the number of sequences per database (default
-//! 64 in the test command); `PAYWATCH_MODEL_SEED` replays one run;
+//! 200 in the test command); `PAYWATCH_MODEL_SEED` replays one run;
 //! `MODEL_DEBUG=1` prints the tables of a failing sequence. Every failure it
 //! finds is kept as a named regression test (in tests/money_path.rs, "found
 //! by the model-based test").
@@ -822,7 +822,7 @@ fn explore(backend: Backend) {
     let cases: u32 = std::env::var("PAYWATCH_MODEL_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(64);
+        .unwrap_or(200);
     let config = Config {
         cases,
         failure_persistence: None,

@@ -127,6 +127,8 @@ on_both_databases!(
     a_reorg_deeper_than_the_confirmations_that_remines_the_payment_never_reverses_the_credit,
     // found by the model-based test
     a_reorg_that_drops_a_reassigned_payment_reverses_the_target_visibly,
+    // one snapshot per pass
+    a_reconcile_pass_reads_one_state_while_a_reorg_commits_beside_it,
 );
 
 async fn an_accepted_late_topup_keeps_its_credit_when_the_customer_then_declares_paid(b: Backend) {
@@ -679,4 +681,77 @@ async fn a_reorg_that_drops_a_reassigned_payment_reverses_the_target_visibly(b: 
     assert_eq!(w.h.balance("acct-1").await, 0, "the credit is taken back");
     assert_eq!(w.reversals().await, 1);
     w.assert_money_rules_hold().await;
+}
+
+// ---------------------------------------------------------------------------
+// one snapshot per reconcile pass
+
+/// A pass reads the transfers, then (statements later) the final heights.
+/// Read in two states, the payment's row from before a reorg and the final
+/// height from after it, the payment would count as final in a chain that
+/// never existed: credited, then reversed. One snapshot per pass reads one
+/// state or the other, and neither credits.
+async fn a_reconcile_pass_reads_one_state_while_a_reorg_commits_beside_it(b: Backend) {
+    let mut h = Harness::new(b, Network::Litecoin, 2).await;
+    h.import_pool(1).await;
+    let i = h.create("topup", "snapshot", "LTC", "100").await;
+    h.pay(&i.address, Asset::Ltc, i.amount_due);
+    h.mine(1);
+    h.sync().await;
+    assert_eq!(
+        h.intent(i.id).await.status,
+        Status::Confirming,
+        "seen, not final"
+    );
+
+    // The payment's block is replaced by one without it, and another block
+    // follows: the node now calls that height final.
+    h.chain.reorg(1);
+    h.mine(2);
+    let events = h.stream.next_batch(50).await.unwrap();
+    let final_height = h.stream.confirmed_final_height().await.unwrap().unwrap();
+    let tip = h.chain.height();
+
+    // A reconcile pass, stopped once it has read the transfers.
+    let pause = paywatch::store::ReadPause::default();
+    let reconciler = paywatch::reconcile::Reconciler::new(
+        h.store.pausing_reads(pause.clone()),
+        h.clock.clone(),
+        std::collections::HashMap::new(),
+        500,
+    );
+    h.store
+        .declare_paid(i.id, None, paywatch::clock::Clock::now_ms(&*h.clock))
+        .await
+        .unwrap();
+    let pass = tokio::spawn(async move { reconciler.run_once().await });
+    pause.reached.notified().await;
+
+    // The reorg commits meanwhile, whole, with its final height (on SQLite
+    // its one writer waits for the pass instead).
+    let ingest = h.another_ingest().await;
+    let write = tokio::spawn(async move {
+        ingest
+            .apply_with_progress(Network::Litecoin, &events, Some((tip, final_height)))
+            .await
+    });
+    for _ in 0..50 {
+        if write.is_finished() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    pause.resume.notify_one();
+    pass.await.unwrap().unwrap();
+    write.await.unwrap().unwrap();
+    h.reconciler.run_until_idle().await.unwrap();
+
+    assert_eq!(
+        h.count("SELECT COUNT(*) FROM ledger_entries").await,
+        0,
+        "in no state that existed was the payment final: nothing was ever credited"
+    );
+    assert_eq!(h.count("SELECT COUNT(*) FROM settlements").await, 0);
+    let r = h.intent(i.id).await;
+    assert_eq!(r.status, Status::AwaitingPayment, "{:?}", r.reason);
 }

@@ -256,6 +256,10 @@ impl Store {
         let earliest_expiry = facts.intents.iter().map(|i| i.expires_at_ms).min();
         self.look_up_next_blocks(tx, &mut facts.transfers, earliest_expiry)
             .await?;
+        if let Some(pause) = &self.read_pause {
+            pause.reached.notify_one();
+            pause.resume.notified().await;
+        }
         facts.settlements = self.settlements_of(tx, &facts.intents).await?;
         let ids: Vec<i64> = facts.intents.iter().map(|i| i.id).collect();
         facts.decisions = self.decisions_on(tx, &ids).await?;

@@ -58,6 +58,20 @@ pub struct Store {
     dialect: Dialect,
     /// Set on a watcher's handle: its transactions check the lease first.
     fence: Option<Lease>,
+    /// Tests only: where a reconcile pass stops between its reads.
+    read_pause: Option<ReadPause>,
+}
+
+/// A point a test can stop a reconcile pass at, between reading the
+/// transfers and reading the final heights, to commit a change meanwhile
+/// and show the pass still reads one state.
+#[doc(hidden)]
+#[derive(Debug, Clone, Default)]
+pub struct ReadPause {
+    /// Notified when a pass has read the transfers.
+    pub reached: std::sync::Arc<tokio::sync::Notify>,
+    /// The pass goes on once notified.
+    pub resume: std::sync::Arc<tokio::sync::Notify>,
 }
 
 impl Store {
@@ -118,6 +132,7 @@ impl Store {
             pool,
             dialect,
             fence: None,
+            read_pause: None,
         })
     }
 
@@ -155,6 +170,15 @@ impl Store {
                 .await?;
         }
         Ok(())
+    }
+
+    /// Tests only: a handle whose reconcile passes stop at `pause`.
+    #[doc(hidden)]
+    pub fn pausing_reads(&self, pause: ReadPause) -> Store {
+        Store {
+            read_pause: Some(pause),
+            ..self.clone()
+        }
     }
 
     pub fn dialect(&self) -> Dialect {
