@@ -78,24 +78,6 @@ struct Id {
 }
 
 impl Store {
-    /// Claims up to `limit` queued addresses; a rollback puts them back.
-    pub(crate) async fn claim_queue(
-        &self,
-        tx: &mut Tx,
-        limit: i64,
-    ) -> Result<Vec<(String, String)>, StoreError> {
-        let sql = self.sql(
-            "DELETE FROM reconcile_queue WHERE id IN \
-               (SELECT id FROM reconcile_queue ORDER BY id LIMIT $1 SKIP_LOCKED) \
-             RETURNING network, address",
-        );
-        let mut pairs = Vec::new();
-        for r in sqlx::query(&sql).bind(limit).fetch_all(&mut **tx).await? {
-            pairs.push((r.try_get("network")?, r.try_get("address")?));
-        }
-        Ok(pairs)
-    }
-
     /// Locks the intents at these addresses (and at their twins), then up to
     /// `limit` of those whose expiry passed, skipping any another
     /// reconciler holds; in id order, so two passes never deadlock.

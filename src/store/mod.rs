@@ -4,17 +4,20 @@
 //! [`Dialect`], so the same queries, and the same story tests, run on both.
 
 mod addresses;
+mod blocks;
 mod cases;
-mod chain;
+mod cursor;
 mod decisions;
 mod dialect;
 mod error;
 mod facts;
+mod finality;
 mod intents;
 mod invariants;
 mod leases;
 mod metrics_read;
 mod migrations;
+mod queue;
 mod rescan;
 mod run_lock;
 mod settlements;
@@ -30,7 +33,7 @@ use sqlx::{AnyPool, Executor, Row, Transaction};
 
 pub use addresses::ImportReport;
 pub use cases::{AuditEntry, CaseTransfer, RefundRecord};
-pub use chain::{ApplyOutcome, ChainStatus};
+pub use cursor::{ApplyOutcome, ChainStatus};
 pub(crate) use decisions::{DecisionPayment, NewAudit, NewDecision, PaymentKey};
 pub(crate) use dialect::Col;
 pub use dialect::{redact_url, Dialect};

@@ -1,8 +1,9 @@
-use paywatch_core::{Amount, AssetId, Network};
+use paywatch_core::{Amount, AssetId, BlockRef, Network, Transfer};
 use serde::Serialize;
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
+use super::blocks::to_i64;
 use super::{amount_col, json, Col, Store, StoreError, Tx};
 use crate::reconcile::{txid_digest, SeenTransfer};
 
@@ -143,5 +144,93 @@ impl Store {
         );
         let rows = sqlx::query(&sql).bind(body).fetch_all(&mut **tx).await?;
         rows.iter().map(transfer_from_row).collect()
+    }
+}
+
+impl Store {
+    /// Inserts a connected block's transfers. The key (network, txid, index,
+    /// block hash) makes a replay a no-op, and a block that comes back after a
+    /// reorg revives its rows instead of duplicating them. Returns the rows
+    /// written: a live row seen again is left alone, so a rescan of a block
+    /// still on the chain counts only what it newly recorded.
+    pub(crate) async fn insert_transfers(
+        &self,
+        tx: &mut Tx,
+        block: &BlockRef,
+        timestamp_ms: i64,
+        transfers: &[Transfer],
+        now_ms: i64,
+    ) -> Result<u64, StoreError> {
+        #[derive(Serialize)]
+        struct Row<'a> {
+            network: &'a str,
+            asset: String,
+            txid: &'a str,
+            idx: u32,
+            to_address: String,
+            from_address: Option<&'a str>,
+            amount: String,
+            tx_status: &'a str,
+        }
+        if transfers.is_empty() {
+            return Ok(0);
+        }
+        // Ethereum token rows recorded before 0011 carry the block-wide log
+        // index moved to 2^32 and up: the same log met again in the same
+        // block (a rescan) is that row, not a new payment.
+        let legacy = if transfers[0].network == Network::Ethereum {
+            " AND NOT EXISTS (SELECT 1 FROM transfers l WHERE l.txid = v.txid AND l.network = v.network \
+              AND l.block_hash = $2 AND l.idx >= 4294967296 AND l.asset = v.asset \
+              AND l.to_address = v.to_address AND l.amount = v.amount)"
+        } else {
+            ""
+        };
+        let rows: Vec<Row<'_>> = transfers
+            .iter()
+            .map(|t| Row {
+                network: t.network.as_str(),
+                asset: t.asset.code(),
+                txid: &t.txid,
+                idx: t.index,
+                to_address: t.network.normalize_address(&t.to).into_owned(),
+                from_address: t.from.as_deref(),
+                amount: t.amount.to_string(),
+                tx_status: if t.success { "success" } else { "failed" },
+            })
+            .collect();
+        let sql = format!(
+            "INSERT INTO transfers (network, asset, txid, idx, block_hash, block_height, block_time, \
+             to_address, from_address, amount, tx_status, first_seen_at, final_at) \
+             SELECT network, asset, txid, idx, $2, $3, $4, to_address, from_address, amount, tx_status, $5, \
+             (SELECT CASE WHEN c.final_height >= $3 THEN $5 END FROM chain_state c WHERE c.network = v.network) \
+             FROM {} WHERE true{legacy} \
+             ON CONFLICT (network, txid, idx, block_hash) DO UPDATE SET orphaned_at = NULL, \
+             final_at = (SELECT CASE WHEN c.final_height >= $3 THEN $5 END FROM chain_state c \
+                         WHERE c.network = transfers.network) \
+             WHERE transfers.orphaned_at IS NOT NULL",
+            self.dialect().rowset(
+                "$1",
+                &[
+                    ("network", Col::Text),
+                    ("asset", Col::Text),
+                    ("txid", Col::Text),
+                    ("idx", Col::Int),
+                    ("to_address", Col::Text),
+                    ("from_address", Col::Text),
+                    ("amount", Col::Amount),
+                    ("tx_status", Col::Text),
+                ]
+            )
+        );
+        let body = json(&rows)?;
+        let written = sqlx::query(&sql)
+            .bind(body)
+            .bind(block.hash.as_str())
+            .bind(to_i64(block.height))
+            .bind(timestamp_ms)
+            .bind(now_ms)
+            .execute(&mut **tx)
+            .await?;
+        Ok(written.rows_affected())
     }
 }
