@@ -237,7 +237,17 @@ pub(crate) async fn list_intents(
         .iter()
         .map(|i| IntentView::new(i, &s.ctx.settings))
         .collect();
-    Ok(Json(json!({"intents": views})))
+    let settlement = s
+        .ctx
+        .store
+        .settlement(kind, reference.trim())
+        .await?
+        .map(|st| {
+            json!({"via": st.via, "intent_id": st.intent_id, "account": st.account,
+                   "usd_cents": st.usd_cents, "settled_at_ms": st.settled_at_ms,
+                   "reversed_at_ms": st.reversed_at_ms})
+        });
+    Ok(Json(json!({"intents": views, "settlement": settlement})))
 }
 
 pub(crate) async fn declare_paid(

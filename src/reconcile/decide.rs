@@ -13,7 +13,7 @@
 //! | settled, closed by support                    | `resolved` with support's outcome                    |
 //! | settled by support                            | `resolved/paid_by_support`                           |
 //! | settled                                       | `paid` (`overpaid`; wrong asset beside it: `needs_review`) |
-//! | accepted by support, or a reassign's target   | settled by support: `resolved/paid_by_support`       |
+//! | accepted by support, or a reassign's target, its reference free | settled by support: `resolved/paid_by_support` |
 //! | closed by support, new final money since      | `needs_review`, never settled by itself              |
 //! | closed by support                             | `resolved` with support's outcome                    |
 //! | its reference paid elsewhere                  | `needs_review/duplicate` once money is final         |
@@ -230,7 +230,10 @@ fn verdict(f: &IntentFacts<'_>, t: &Tally) -> Decision {
         return paid(f, t, money);
     }
 
-    if let Some(r) = f.reassigned_in {
+    // Support's settlement, like the chain's, takes a reference nobody
+    // settled; one settled meanwhile makes this money a duplicate below.
+    let free = f.reference_settled_by.is_none();
+    if let Some(r) = f.reassigned_in.filter(|_| free) {
         return (
             S::Resolved,
             None,
@@ -242,7 +245,10 @@ fn verdict(f: &IntentFacts<'_>, t: &Tally) -> Decision {
         );
     }
 
-    if let Some(c) = &f.closing {
+    // An accept whose reference another settled meanwhile settles nothing:
+    // its money is a duplicate, below.
+    let closing = f.closing.filter(|c| free || c.action != Action::Accept);
+    if let Some(c) = &closing {
         if c.action == Action::Accept {
             return (
                 S::Resolved,

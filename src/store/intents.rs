@@ -41,6 +41,19 @@ pub struct IntentRecord {
     pub confirm_by_ms: Option<i64>,
 }
 
+/// How a reference was paid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettlementRecord {
+    /// `None` for an order paid from the balance.
+    pub intent_id: Option<i64>,
+    /// `chain`, `support` or `balance`.
+    pub via: String,
+    pub account: String,
+    pub usd_cents: i64,
+    pub settled_at_ms: i64,
+    pub reversed_at_ms: Option<i64>,
+}
+
 /// What intent creation writes.
 #[derive(Debug, Clone)]
 pub struct NewIntentRow<'a> {
@@ -285,6 +298,33 @@ impl Store {
             Some(SettledBy::Intent(id)) => Some(id),
             _ => None,
         })
+    }
+
+    /// A reference's settlement, if it has one.
+    pub async fn settlement(
+        &self,
+        kind: IntentKind,
+        reference: &str,
+    ) -> Result<Option<SettlementRecord>, StoreError> {
+        let row = sqlx::query(
+            "SELECT intent_id, via, account, usd_cents, settled_at, reversed_at FROM settlements \
+             WHERE kind = $1 AND reference = $2",
+        )
+        .bind(kind.as_str())
+        .bind(reference)
+        .fetch_optional(self.pool())
+        .await?;
+        row.map(|r| {
+            Ok(SettlementRecord {
+                intent_id: r.try_get("intent_id")?,
+                via: r.try_get("via")?,
+                account: r.try_get("account")?,
+                usd_cents: r.try_get("usd_cents")?,
+                settled_at_ms: r.try_get("settled_at")?,
+                reversed_at_ms: r.try_get("reversed_at")?,
+            })
+        })
+        .transpose()
     }
 
     /// What paid a reference: an intent, or the balance.

@@ -39,7 +39,7 @@ pub(crate) use dialect::Col;
 pub use dialect::{redact_url, Dialect};
 pub use error::StoreError;
 pub(crate) use facts::{Facts, SettlementRow};
-pub use intents::{IntentEvent, IntentRecord, NewIntentRow};
+pub use intents::{IntentEvent, IntentRecord, NewIntentRow, SettlementRecord};
 pub use invariants::{LedgerCheck, Violation};
 pub use leases::{Lease, LeaseHolder};
 pub(crate) use rescan::RescanProgress;
