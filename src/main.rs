@@ -541,7 +541,13 @@ async fn intent(ctx: &Context, command: IntentCommand) -> anyhow::Result<()> {
 
 async fn balance(ctx: &Context, command: BalanceCommand) -> anyhow::Result<()> {
     use paywatch::reconcile::{BalancePayment, DebitOutcome, SettledBy};
-    let usd = |cents: i64| paywatch_core::Amount(cents.unsigned_abs().into()).to_decimal_string(2);
+    let usd = |cents: i64| {
+        format!(
+            "{}.{:02}",
+            cents.unsigned_abs() / 100,
+            cents.unsigned_abs() % 100
+        )
+    };
     match command {
         BalanceCommand::Show { account } => {
             let cents = ctx.store.balance_cents(&account).await?;

@@ -415,6 +415,101 @@ enabled = true
 
     // Still no transfers: nothing watched a chain.
     assert_eq!(run(c, &["transfers", "list"]).ok(), "");
+
+    // Paying an order from the balance: the debit and the order's
+    // settlement are one transaction, once per key.
+    runtime().block_on(async {
+        let store = Store::connect(url).await.expect("connect");
+        store
+            .execute_raw(
+                "INSERT INTO ledger_entries (account, usd_cents, entry_kind, entry_key, created_at) \
+                 VALUES ('acct-cli', 15000, 'adjustment', 'seed-cli', 0)",
+            )
+            .await
+            .expect("seed the balance");
+        store.close().await;
+    });
+    let out = run(c, &["balance", "show", "--account", "acct-cli"]).ok();
+    assert_eq!(out.trim(), "acct-cli: 150.00 USD available");
+    let pay = [
+        "balance",
+        "debit",
+        "--account",
+        "acct-cli",
+        "--usd",
+        "100",
+        "--key",
+        "cli-k1",
+        "--order",
+        "cli-order",
+    ];
+    let out = run(c, &pay).ok();
+    assert_eq!(
+        out.trim(),
+        "debited 100.00 USD from acct-cli; order cli-order paid from the balance; 50.00 USD left"
+    );
+    let out = run(c, &pay).ok();
+    assert!(out.starts_with("already debited under key cli-k1"), "{out}");
+    run(
+        c,
+        &[
+            "balance",
+            "debit",
+            "--account",
+            "acct-cli",
+            "--usd",
+            "10",
+            "--key",
+            "cli-k2",
+            "--order",
+            "cli-order",
+        ],
+    )
+    .fails_with("conflict");
+    run(
+        c,
+        &[
+            "balance",
+            "debit",
+            "--account",
+            "acct-cli",
+            "--usd",
+            "500",
+            "--key",
+            "cli-k3",
+        ],
+    )
+    .fails_with("insufficient_balance");
+    assert_eq!(
+        count(
+            url,
+            "SELECT COUNT(*) FROM paywatch_payment_status WHERE kind = 'order' \
+             AND reference = 'cli-order' AND payment_status = 'paid' AND paid_via = 'balance' \
+             AND paid_usd_cents = 10000 AND paid_intent_id IS NULL"
+        ),
+        1,
+        "the storefront's view shows the order paid from the balance"
+    );
+    run(
+        c,
+        &[
+            "intent",
+            "create",
+            "--kind",
+            "order",
+            "--reference",
+            "cli-order",
+            "--account",
+            "acct-cli",
+            "--asset",
+            "ETH",
+            "--network",
+            "ethereum",
+            "--usd",
+            "100",
+        ],
+    )
+    .fails_with("conflict");
 }
 
 #[test]

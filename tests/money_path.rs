@@ -129,6 +129,8 @@ on_both_databases!(
     a_reorg_that_drops_a_reassigned_payment_reverses_the_target_visibly,
     // one snapshot per pass
     a_reconcile_pass_reads_one_state_while_a_reorg_commits_beside_it,
+    // orders paid from the balance
+    an_order_paid_from_the_balance_is_paid_once_and_crypto_after_it_is_a_duplicate,
 );
 
 async fn an_accepted_late_topup_keeps_its_credit_when_the_customer_then_declares_paid(b: Backend) {
@@ -754,4 +756,131 @@ async fn a_reconcile_pass_reads_one_state_while_a_reorg_commits_beside_it(b: Bac
     assert_eq!(h.count("SELECT COUNT(*) FROM settlements").await, 0);
     let r = h.intent(i.id).await;
     assert_eq!(r.status, Status::AwaitingPayment, "{:?}", r.reason);
+}
+
+// ---------------------------------------------------------------------------
+// orders paid from the balance
+
+async fn an_order_paid_from_the_balance_is_paid_once_and_crypto_after_it_is_a_duplicate(
+    b: Backend,
+) {
+    let mut w = World::new(b).await;
+    for reference in ["t-1", "t-2"] {
+        let t = w.h.create("topup", reference, "LTC", "100").await;
+        w.h.pay(&t.address, Asset::Ltc, t.amount_due);
+    }
+    w.h.mine(1);
+    w.h.sync().await;
+    assert_eq!(w.h.balance("acct-1").await, 20_000);
+    // The customer opened a crypto checkout for the order, then paid from
+    // the balance instead.
+    let open = w.h.create("order", "gpu-1", "LTC", "100").await;
+
+    let debit = |key: &'static str, body: Value| {
+        let client = &w.client;
+        async move {
+            client
+                .call(
+                    Method::POST,
+                    "/v1/accounts/acct-1/debits",
+                    Some(STOREFRONT),
+                    Some(key),
+                    Some(body.to_string()),
+                )
+                .await
+        }
+    };
+    let (st, v) = debit("pay-gpu-1", json!({"usd_amount": "100", "order": "gpu-1"})).await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    assert_eq!(
+        v["order"],
+        json!({"reference": "gpu-1", "paid_via": "balance"})
+    );
+    assert_eq!(v["available_usd_cents"], json!(10_000));
+    // A retry takes nothing again; the same key for another order is refused.
+    let (st, _) = debit("pay-gpu-1", json!({"usd_amount": "100", "order": "gpu-1"})).await;
+    assert_eq!(st, StatusCode::OK);
+    let (st, v) = debit("pay-gpu-1", json!({"usd_amount": "100", "order": "gpu-2"})).await;
+    assert_eq!((st, code(&v)), (StatusCode::CONFLICT, "conflict"), "{v}");
+    // An order is paid once, whichever way.
+    let (st, v) = debit("again", json!({"usd_amount": "100", "order": "gpu-1"})).await;
+    assert_eq!((st, code(&v)), (StatusCode::CONFLICT, "conflict"), "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("already paid"),
+        "{v}"
+    );
+    assert_eq!(w.h.balance("acct-1").await, 10_000);
+    // Not enough left for a 200 USD order: nothing is taken, nothing paid.
+    let (st, v) = debit("big", json!({"usd_amount": "200", "order": "gpu-2"})).await;
+    assert_eq!(
+        (st, code(&v)),
+        (StatusCode::CONFLICT, "insufficient_balance"),
+        "{v}"
+    );
+    assert_eq!(
+        w.h.count("SELECT COUNT(*) FROM settlements WHERE reference = 'gpu-2'")
+            .await,
+        0
+    );
+
+    // The storefront sees the order paid, and how.
+    let row = w.h.payment_status("order", "gpu-1").await;
+    assert_eq!(row.get("payment_status"), Some("paid"));
+    let via =
+        w.h.row("SELECT paid_via FROM paywatch_payment_status WHERE reference = 'gpu-1'")
+            .await;
+    assert_eq!(via.get("paid_via"), Some("balance"));
+    let (st, listed) = w
+        .client
+        .call(
+            Method::GET,
+            "/v1/intents?kind=order&reference=gpu-1",
+            Some(STOREFRONT),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{listed}");
+    assert_eq!(listed["settlement"]["via"], json!("balance"));
+    assert_eq!(listed["settlement"]["intent_id"], Value::Null);
+    assert_eq!(listed["settlement"]["usd_cents"], json!(10_000));
+    // Its open intent learned it in the same transaction, and no new one is made.
+    assert!(w
+        .h
+        .intent(open.id)
+        .await
+        .reason
+        .unwrap()
+        .contains("balance"));
+    assert!(w
+        .h
+        .try_create("order", "gpu-1", "LTC", "100")
+        .await
+        .is_err());
+
+    // Crypto that arrives for it anyway is a duplicate for support.
+    w.h.pay(&open.address, Asset::Ltc, open.amount_due);
+    w.h.mine(1);
+    w.h.sync().await;
+    let i = w.h.intent(open.id).await;
+    assert_eq!(
+        (i.status, i.exception),
+        (Status::NeedsReview, Some(Exception::Duplicate)),
+        "{:?}",
+        i.reason
+    );
+    assert_eq!(w.h.balance("acct-1").await, 10_000);
+    assert_eq!(
+        w.h.count(
+            "SELECT COUNT(*) FROM outbox WHERE topic = 'settlement' AND intent_id IS NULL \
+             AND payload LIKE '%\"via\":\"balance\"%'"
+        )
+        .await,
+        1,
+        "the storefront's feed tells of the order paid from the balance"
+    );
+    w.assert_money_rules_hold().await;
 }
