@@ -135,6 +135,7 @@ fn intent(h: &mut Html, s: &ApiState, c: &CaseFile) {
     h.raw("<h2>Intent</h2><table id=\"intent\">")
         .field("Status", v.status)
         .field("Exception", or_dash(v.exception))
+        .field("Outcome", or_dash(v.outcome))
         .field("Reason", or_dash(v.reason.as_deref()))
         .field("Kind", v.kind)
         .field("Reference", &v.reference)
@@ -148,6 +149,11 @@ fn intent(h: &mut Html, s: &ApiState, c: &CaseFile) {
         .field("Excess (base units)", &v.amount_excess)
         .field("Created", utc(v.created_at_ms))
         .field("Expires", utc(v.expires_at_ms))
+        .field(
+            "Final by (to settle without review)",
+            utc_or_dash(v.confirm_by_ms),
+        )
+        .field("Reversed", utc_or_dash(v.reversed_at_ms))
         .field("Paid", utc_or_dash(v.paid_at_ms))
         .raw("</table>");
     h.raw("<h2>Declaration</h2><p id=\"declaration\">");

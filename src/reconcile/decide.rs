@@ -131,29 +131,58 @@ impl Tally {
 
 pub fn decide(f: &IntentFacts<'_>) -> Verdict {
     let tally = Tally::of(f);
-    let (status, exception, outcome, reason, money) = verdict(f, &tally);
+    let r = rule(f, &tally);
     let amount_final = tally.final_total();
     Verdict {
-        status,
-        exception,
-        outcome,
-        reason,
+        status: r.status,
+        exception: r.exception,
+        outcome: r.outcome,
+        reason: r.reason,
         amount_final: Amount(amount_final),
         amount_pending: Amount(tally.pending_total()),
         amount_excess: Amount(amount_final.saturating_sub(f.amount_due.0)),
-        money,
+        money: r.money,
     }
 }
 
-type Decision = (
-    Status,
-    Option<Exception>,
-    Option<Outcome>,
-    Reason,
-    MoneyMove,
-);
+/// A row of the table: the status, and what goes with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Ruling {
+    status: Status,
+    exception: Option<Exception>,
+    outcome: Option<Outcome>,
+    reason: Reason,
+    money: MoneyMove,
+}
 
-fn verdict(f: &IntentFacts<'_>, t: &Tally) -> Decision {
+impl Ruling {
+    fn new(status: Status, reason: Reason) -> Ruling {
+        Ruling {
+            status,
+            exception: None,
+            outcome: None,
+            reason,
+            money: MoneyMove::None,
+        }
+    }
+
+    fn exception(mut self, exception: Exception) -> Ruling {
+        self.exception = Some(exception);
+        self
+    }
+
+    fn outcome(mut self, outcome: Option<Outcome>) -> Ruling {
+        self.outcome = outcome;
+        self
+    }
+
+    fn money(mut self, money: MoneyMove) -> Ruling {
+        self.money = money;
+        self
+    }
+}
+
+fn rule(f: &IntentFacts<'_>, t: &Tally) -> Ruling {
     use Exception as X;
     use Status as S;
     let due = f.amount_due.0;
@@ -170,27 +199,21 @@ fn verdict(f: &IntentFacts<'_>, t: &Tally) -> Decision {
                     },
                     Via::Support { .. } => Reason::SupportBasisVanished,
                 };
-                return (
-                    S::NeedsReview,
-                    Some(X::Reversed),
-                    None,
-                    reason,
-                    MoneyMove::Reverse,
-                );
+                return Ruling::new(S::NeedsReview, reason)
+                    .exception(X::Reversed)
+                    .money(MoneyMove::Reverse);
             }
             (Some(reversed_at), false) => {
                 return match f.closing.filter(|c| c.at_ms >= reversed_at) {
                     Some(c) => resolved(f, &c),
-                    None => (
+                    None => Ruling::new(
                         S::NeedsReview,
-                        Some(X::Reversed),
-                        None,
                         Reason::StillReversed {
                             final_now: t.timely_final + t.timely_tardy,
                             due,
                         },
-                        MoneyMove::None,
-                    ),
+                    )
+                    .exception(X::Reversed),
                 };
             }
             (Some(_), true) => MoneyMove::Recredit,
@@ -198,34 +221,31 @@ fn verdict(f: &IntentFacts<'_>, t: &Tally) -> Decision {
         };
         let since = f.closing.and_then(|c| c.through).max(settlement.through);
         let (extra, foreign) = new_final_money(f, since);
-        if extra > 0 || !foreign.is_empty() {
-            let (exception, reason) = if extra > 0 {
-                (X::Duplicate, Reason::AfterSettlement { extra })
-            } else {
-                foreign_exception(f, foreign)
-            };
-            return (
-                S::NeedsReview,
-                Some(exception),
-                outcome_of(f),
-                reason,
-                money,
-            );
+        if extra > 0 {
+            return Ruling::new(S::NeedsReview, Reason::AfterSettlement { extra })
+                .exception(X::Duplicate)
+                .outcome(outcome_of(f))
+                .money(money);
+        }
+        if !foreign.is_empty() {
+            let (exception, reason) = foreign_exception(f, foreign);
+            return Ruling::new(S::NeedsReview, reason)
+                .exception(exception)
+                .outcome(outcome_of(f))
+                .money(money);
         }
         if let Some(c) = &f.closing {
-            let (status, exception, outcome, reason, _) = resolved(f, c);
-            return (status, exception, outcome, reason, money);
+            return resolved(f, c).money(money);
         }
         if let Via::Support { .. } = settlement.via {
-            return (
+            return Ruling::new(
                 S::Resolved,
-                None,
-                Some(Outcome::PaidBySupport),
                 Reason::PaidByReassign {
                     from: f.reassigned_in.map(|r| r.from),
                 },
-                money,
-            );
+            )
+            .outcome(Some(Outcome::PaidBySupport))
+            .money(money);
         }
         return paid(f, t, money);
     }
@@ -234,15 +254,11 @@ fn verdict(f: &IntentFacts<'_>, t: &Tally) -> Decision {
     // settled; one settled meanwhile makes this money a duplicate below.
     let free = f.reference_settled_by.is_none();
     if let Some(r) = f.reassigned_in.filter(|_| free) {
-        return (
-            S::Resolved,
-            None,
-            Some(Outcome::PaidBySupport),
-            Reason::PaidByReassign { from: Some(r.from) },
-            MoneyMove::Settle(Via::Support {
+        return Ruling::new(S::Resolved, Reason::PaidByReassign { from: Some(r.from) })
+            .outcome(Some(Outcome::PaidBySupport))
+            .money(MoneyMove::Settle(Via::Support {
                 decision: Some(r.decision),
-            }),
-        );
+            }));
     }
 
     // An accept whose reference another settled meanwhile settles nothing:
@@ -250,19 +266,9 @@ fn verdict(f: &IntentFacts<'_>, t: &Tally) -> Decision {
     let closing = f.closing.filter(|c| free || c.action != Action::Accept);
     if let Some(c) = &closing {
         if c.action == Action::Accept {
-            return (
-                S::Resolved,
-                None,
-                Some(Outcome::PaidBySupport),
-                Reason::ResolvedBySupport {
-                    action: Action::Accept,
-                    counterpart: None,
-                    refunded: false,
-                },
-                MoneyMove::Settle(Via::Support {
-                    decision: Some(c.decision),
-                }),
-            );
+            return resolved(f, c).money(MoneyMove::Settle(Via::Support {
+                decision: Some(c.decision),
+            }));
         }
         let (extra, foreign) = new_final_money(f, c.through);
         if extra > 0 || !foreign.is_empty() {
@@ -271,13 +277,9 @@ fn verdict(f: &IntentFacts<'_>, t: &Tally) -> Decision {
             } else {
                 foreign_exception(f, foreign.clone()).0
             };
-            return (
-                S::NeedsReview,
-                Some(exception),
-                outcome_of(f),
-                Reason::AfterDecision { extra, foreign },
-                MoneyMove::None,
-            );
+            return Ruling::new(S::NeedsReview, Reason::AfterDecision { extra, foreign })
+                .exception(exception)
+                .outcome(outcome_of(f));
         }
         return resolved(f, c);
     }
@@ -287,15 +289,9 @@ fn verdict(f: &IntentFacts<'_>, t: &Tally) -> Decision {
         let money_arrived = t.final_total() > 0 || !t.foreign_final.is_empty();
         let reason = Reason::ReferencePaidElsewhere { by, money_arrived };
         return match (money_arrived, expired) {
-            (true, _) => (
-                S::NeedsReview,
-                Some(X::Duplicate),
-                None,
-                reason,
-                MoneyMove::None,
-            ),
-            (false, true) => (S::Expired, None, None, reason, MoneyMove::None),
-            (false, false) => (S::AwaitingPayment, None, None, reason, MoneyMove::None),
+            (true, _) => Ruling::new(S::NeedsReview, reason).exception(X::Duplicate),
+            (false, true) => Ruling::new(S::Expired, reason),
+            (false, false) => Ruling::new(S::AwaitingPayment, reason),
         };
     }
 
@@ -304,132 +300,88 @@ fn verdict(f: &IntentFacts<'_>, t: &Tally) -> Decision {
     }
     if !t.foreign_final.is_empty() {
         let (exception, reason) = foreign_exception(f, t.foreign_final.clone());
-        return (
-            S::NeedsReview,
-            Some(exception),
-            None,
-            reason,
-            MoneyMove::None,
-        );
+        return Ruling::new(S::NeedsReview, reason).exception(exception);
     }
-    if t.timely_seen() >= least {
+    let seen = t.timely_seen();
+    let final_part = t.timely_final + t.timely_tardy;
+    if seen >= least {
         return if t.timely_pending == 0 {
-            (
+            Ruling::new(
                 S::NeedsReview,
-                Some(X::PaidLate),
-                None,
                 Reason::FinalAfterDeadline {
                     tardy: t.timely_tardy,
                     due,
                 },
-                MoneyMove::None,
             )
+            .exception(X::PaidLate)
         } else if f.now_ms > f.confirm_by_ms {
-            (
+            Ruling::new(
                 S::Confirming,
-                None,
-                None,
-                Reason::SeenInTimePastDeadline {
-                    seen: t.timely_seen(),
-                    final_part: t.timely_final + t.timely_tardy,
-                },
-                MoneyMove::None,
+                Reason::SeenInTimePastDeadline { seen, final_part },
             )
         } else {
-            (
-                S::Confirming,
-                None,
-                None,
-                Reason::SeenInTime {
-                    seen: t.timely_seen(),
-                    final_part: t.timely_final + t.timely_tardy,
-                },
-                MoneyMove::None,
-            )
+            Ruling::new(S::Confirming, Reason::SeenInTime { seen, final_part })
         };
     }
     if !expired {
-        let received = t.timely_seen();
         return if t.timely_pending > 0 {
-            (
+            Ruling::new(
                 S::Confirming,
-                None,
-                None,
-                Reason::PartlyUnconfirmed { received, due },
-                MoneyMove::None,
+                Reason::PartlyUnconfirmed {
+                    received: seen,
+                    due,
+                },
             )
-        } else if received > 0 {
-            (
+        } else if seen > 0 {
+            Ruling::new(
                 S::AwaitingPayment,
-                None,
-                None,
-                Reason::PartlyReceived { received, due },
-                MoneyMove::None,
+                Reason::PartlyReceived {
+                    received: seen,
+                    due,
+                },
             )
         } else {
-            (
-                S::AwaitingPayment,
-                None,
-                None,
-                Reason::Awaiting { due },
-                MoneyMove::None,
-            )
+            Ruling::new(S::AwaitingPayment, Reason::Awaiting { due })
         };
     }
     if t.timely_pending > 0 {
-        return (
+        return Ruling::new(
             S::Expired,
-            None,
-            None,
             Reason::ExpiredWithPending {
                 pending: t.pending_total(),
             },
-            MoneyMove::None,
         );
     }
-    if t.timely_final + t.timely_tardy > 0 {
-        return (
+    if final_part > 0 {
+        return Ruling::new(
             S::NeedsReview,
-            Some(X::Underpaid),
-            None,
             Reason::Underpaid {
-                timely: t.timely_final + t.timely_tardy,
+                timely: final_part,
                 late: t.late_final,
                 due,
             },
-            MoneyMove::None,
-        );
+        )
+        .exception(X::Underpaid);
     }
     if t.late_final > 0 {
-        return (
+        return Ruling::new(
             S::NeedsReview,
-            Some(X::PaidLate),
-            None,
             Reason::PaidLate {
                 late: t.late_final,
                 due,
             },
-            MoneyMove::None,
-        );
+        )
+        .exception(X::PaidLate);
     }
     if t.late_pending > 0 {
-        return (
+        return Ruling::new(
             S::Expired,
-            None,
-            None,
             Reason::ExpiredWithPending {
                 pending: t.late_pending,
             },
-            MoneyMove::None,
         );
     }
-    (
-        S::Expired,
-        None,
-        None,
-        Reason::ExpiredUnpaid,
-        MoneyMove::None,
-    )
+    Ruling::new(S::Expired, Reason::ExpiredUnpaid)
 }
 
 /// Whether a settlement still stands on what it was made on.
@@ -472,51 +424,50 @@ fn new_final_money(f: &IntentFacts<'_>, since: Option<i64>) -> (u128, Vec<i64>) 
     (extra, foreign)
 }
 
-fn paid(f: &IntentFacts<'_>, t: &Tally, money: MoneyMove) -> Decision {
+fn paid(f: &IntentFacts<'_>, t: &Tally, money: MoneyMove) -> Ruling {
     if !t.foreign_final.is_empty() {
         let (exception, reason) = foreign_exception(f, t.foreign_final.clone());
-        return (Status::NeedsReview, Some(exception), None, reason, money);
+        return Ruling::new(Status::NeedsReview, reason)
+            .exception(exception)
+            .money(money);
     }
     let received = t.final_total();
     let excess = received.saturating_sub(f.amount_due.0);
     if excess > 0 {
-        (
-            Status::Paid,
-            Some(Exception::Overpaid),
-            None,
-            Reason::Overpaid { excess },
-            money,
-        )
+        Ruling::new(Status::Paid, Reason::Overpaid { excess })
+            .exception(Exception::Overpaid)
+            .money(money)
     } else {
-        (Status::Paid, None, None, Reason::Paid { received }, money)
+        Ruling::new(Status::Paid, Reason::Paid { received }).money(money)
     }
 }
 
-fn resolved(f: &IntentFacts<'_>, c: &Closing) -> Decision {
-    let outcome = match c.action {
-        Action::Accept => Outcome::PaidBySupport,
-        Action::Dismiss => Outcome::Dismissed,
-        Action::Reassign => Outcome::Reassigned,
-        Action::RefundRequired | Action::RefundSent if f.refunded => Outcome::Refunded,
-        Action::RefundRequired | Action::RefundSent => Outcome::RefundRequired,
-    };
-    (
+fn resolved(f: &IntentFacts<'_>, c: &Closing) -> Ruling {
+    Ruling::new(
         Status::Resolved,
-        None,
-        Some(outcome),
         Reason::ResolvedBySupport {
             action: c.action,
             counterpart: c.counterpart,
             refunded: f.refunded,
         },
-        MoneyMove::None,
     )
+    .outcome(Some(outcome_of_action(f, c.action)))
+}
+
+fn outcome_of_action(f: &IntentFacts<'_>, action: Action) -> Outcome {
+    match action {
+        Action::Accept => Outcome::PaidBySupport,
+        Action::Dismiss => Outcome::Dismissed,
+        Action::Reassign => Outcome::Reassigned,
+        Action::RefundRequired | Action::RefundSent if f.refunded => Outcome::Refunded,
+        Action::RefundRequired | Action::RefundSent => Outcome::RefundRequired,
+    }
 }
 
 /// Support's outcome stays visible while new money reopens the case.
 fn outcome_of(f: &IntentFacts<'_>) -> Option<Outcome> {
     f.closing
-        .and_then(|c| resolved(f, &c).2)
+        .map(|c| outcome_of_action(f, c.action))
         .or(match f.settlement {
             Some(SettlementFacts {
                 via: Via::Support { .. },
@@ -575,4 +526,241 @@ pub fn txid_digest(txid: &str) -> u64 {
         h = (h ^ u64::from(*b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     }
     h ^ (h >> 32)
+}
+
+#[cfg(test)]
+mod tests {
+    //! The table, row by row, on hand-made facts.
+    use paywatch_core::{Asset, Method, Network};
+
+    use super::*;
+    use crate::reconcile::facts::SettledBy;
+    use crate::reconcile::Tolerance;
+
+    const EXPIRY: i64 = 1_000_000;
+    const DUE: u128 = 100;
+
+    fn row(id: i64, amount: u128, height: u64, first_seen_ms: i64) -> SeenTransfer<'static> {
+        SeenTransfer {
+            id,
+            network: Network::Litecoin,
+            asset: Some(Asset::Ltc),
+            txid: ["tx-a", "tx-b", "tx-c", "tx-d"][(id as usize - 1) % 4],
+            txid_digest: id as u64,
+            index: 0,
+            amount: Amount(amount),
+            success: true,
+            block_height: height,
+            block_time_ms: first_seen_ms,
+            next_block_time_ms: 0,
+            first_seen_ms,
+            final_at_ms: None,
+            orphaned: false,
+            unmined: false,
+        }
+    }
+
+    fn facts<'a>(
+        transfers: &'a [SeenTransfer<'a>],
+        final_height: u64,
+        now_ms: i64,
+    ) -> IntentFacts<'a> {
+        IntentFacts {
+            id: 1,
+            method: Method::new(Asset::Ltc, Network::Litecoin).unwrap(),
+            amount_due: Amount(DUE),
+            expires_at_ms: EXPIRY,
+            confirm_by_ms: EXPIRY + 1_000,
+            status: Status::AwaitingPayment,
+            settlement: None,
+            closing: None,
+            refunded: false,
+            reassigned_in: None,
+            reference_settled_by: None,
+            transfers,
+            final_height: Some(final_height),
+            twin_final_height: None,
+            now_ms,
+            tolerance: Tolerance::NONE,
+        }
+    }
+
+    fn accept(through: i64) -> Closing {
+        Closing {
+            decision: 7,
+            action: Action::Accept,
+            at_ms: EXPIRY + 500,
+            through: Some(through),
+            counterpart: None,
+        }
+    }
+
+    #[test]
+    fn timely_money_final_by_the_deadline_settles() {
+        let t = [row(1, DUE, 10, EXPIRY - 10)];
+        let v = decide(&facts(&t, 10, EXPIRY - 5));
+        assert_eq!(
+            (v.status, v.money),
+            (Status::Paid, MoneyMove::Settle(Via::Chain))
+        );
+    }
+
+    #[test]
+    fn nothing_received_never_pays_whatever_the_tolerance() {
+        let mut f = facts(&[], 10, EXPIRY - 5);
+        f.tolerance = Tolerance {
+            basis_points: 1_000,
+            max: Some(Amount(u128::MAX)),
+        };
+        let v = decide(&f);
+        assert_eq!(
+            (v.status, v.money),
+            (Status::AwaitingPayment, MoneyMove::None)
+        );
+    }
+
+    #[test]
+    fn pending_money_raises_no_exception() {
+        // Late and not final: expired, not paid_late yet.
+        let t = [row(1, DUE, 11, EXPIRY + 10)];
+        let v = decide(&facts(&t, 10, EXPIRY + 20));
+        assert_eq!((v.status, v.exception), (Status::Expired, None));
+        assert_eq!(v.amount_pending, Amount(DUE));
+        // Final: now it is for a person.
+        let v = decide(&facts(&t, 11, EXPIRY + 20));
+        assert_eq!(
+            (v.status, v.exception),
+            (Status::NeedsReview, Some(Exception::PaidLate))
+        );
+    }
+
+    #[test]
+    fn money_final_after_the_deadline_goes_to_review() {
+        let mut t = [row(1, DUE, 10, EXPIRY - 10)];
+        t[0].final_at_ms = Some(EXPIRY + 2_000);
+        let v = decide(&facts(&t, 10, EXPIRY + 3_000));
+        assert_eq!(
+            (v.status, v.exception, v.money),
+            (
+                Status::NeedsReview,
+                Some(Exception::PaidLate),
+                MoneyMove::None
+            )
+        );
+    }
+
+    #[test]
+    fn an_accept_settles_by_support_and_the_next_look_keeps_it() {
+        let t = [row(1, DUE, 10, EXPIRY + 10)];
+        let mut f = facts(&t, 10, EXPIRY + 600);
+        f.closing = Some(accept(1));
+        let v = decide(&f);
+        assert_eq!(
+            v.money,
+            MoneyMove::Settle(Via::Support { decision: Some(7) })
+        );
+        assert_eq!(
+            (v.status, v.outcome),
+            (Status::Resolved, Some(Outcome::PaidBySupport))
+        );
+
+        // Settled; looked at again (a declaration, more blocks): unchanged.
+        f.settlement = Some(SettlementFacts {
+            via: Via::Support { decision: Some(7) },
+            settled_at_ms: EXPIRY + 600,
+            through: Some(1),
+            reversed_at_ms: None,
+            basis: &t,
+            basis_payments: 1,
+        });
+        f.now_ms = EXPIRY + 9_000;
+        let v = decide(&f);
+        assert_eq!(
+            (v.status, v.exception, v.money),
+            (Status::Resolved, None, MoneyMove::None)
+        );
+    }
+
+    #[test]
+    fn support_settlement_reverses_only_when_its_payment_leaves_and_credits_again_when_back() {
+        let mut gone = [row(1, DUE, 10, EXPIRY + 10)];
+        gone[0].orphaned = true;
+        let mut f = facts(&gone, 10, EXPIRY + 600);
+        f.closing = Some(accept(1));
+        f.settlement = Some(SettlementFacts {
+            via: Via::Support { decision: Some(7) },
+            settled_at_ms: EXPIRY + 600,
+            through: Some(1),
+            reversed_at_ms: None,
+            basis: &gone,
+            basis_payments: 1,
+        });
+        let v = decide(&f);
+        assert_eq!(
+            (v.status, v.exception, v.money),
+            (
+                Status::NeedsReview,
+                Some(Exception::Reversed),
+                MoneyMove::Reverse
+            )
+        );
+
+        // Mined again in another block, final: credited again.
+        let back = [
+            gone[0],
+            SeenTransfer {
+                id: 2,
+                block_height: 11,
+                orphaned: false,
+                ..gone[0]
+            },
+        ];
+        f.transfers = &back;
+        f.final_height = Some(11);
+        f.settlement = Some(SettlementFacts {
+            reversed_at_ms: Some(EXPIRY + 700),
+            basis: &back,
+            ..f.settlement.unwrap()
+        });
+        let v = decide(&f);
+        assert_eq!((v.status, v.money), (Status::Resolved, MoneyMove::Recredit));
+    }
+
+    #[test]
+    fn new_final_money_after_a_decision_reopens_the_case_keeping_the_outcome() {
+        let t = [row(1, DUE, 10, EXPIRY + 10), row(2, 5, 11, EXPIRY + 900)];
+        let mut f = facts(&t, 11, EXPIRY + 1_000);
+        f.closing = Some(Closing {
+            action: Action::Dismiss,
+            ..accept(1)
+        });
+        let v = decide(&f);
+        assert_eq!(
+            (v.status, v.exception, v.outcome),
+            (
+                Status::NeedsReview,
+                Some(Exception::Duplicate),
+                Some(Outcome::Dismissed)
+            )
+        );
+        assert_eq!(v.money, MoneyMove::None);
+    }
+
+    #[test]
+    fn money_for_a_reference_paid_from_the_balance_is_a_duplicate_once_final() {
+        let t = [row(1, DUE, 10, EXPIRY - 10)];
+        let mut f = facts(&t, 9, EXPIRY - 5);
+        f.reference_settled_by = Some(SettledBy::Balance);
+        assert_eq!(decide(&f).status, Status::AwaitingPayment);
+        f.final_height = Some(10);
+        let v = decide(&f);
+        assert_eq!(
+            (v.status, v.exception, v.money),
+            (
+                Status::NeedsReview,
+                Some(Exception::Duplicate),
+                MoneyMove::None
+            )
+        );
+    }
 }
