@@ -291,12 +291,7 @@ impl Watcher {
         // A reorg is written in one transaction with the final height it
         // implies, read now: the stream's cursor already holds its blocks.
         let reorg_progress = if disconnects > 0 {
-            let started = Instant::now();
-            let confirmed = s.confirmed_final_height().await;
-            self.observe_source(started, confirmed.as_ref().err());
-            let final_height = confirmed
-                .map_err(|e| Trouble::Transient(e.to_string()))?
-                .unwrap_or(0);
+            let final_height = self.confirmed_final_height(s).await?;
             Some((s.last_tip().map_or(0, |t| t.height), final_height))
         } else {
             None
@@ -319,14 +314,7 @@ impl Watcher {
             }
             self.deps.progress.notify_one();
         }
-        // Zero when nothing can be confirmed this round: the store keeps the
-        // highest final height it was given, so zero changes nothing.
-        let started = Instant::now();
-        let confirmed = s.confirmed_final_height().await;
-        self.observe_source(started, confirmed.as_ref().err());
-        let final_height = confirmed
-            .map_err(|e| Trouble::Transient(e.to_string()))?
-            .unwrap_or(0);
+        let final_height = self.confirmed_final_height(s).await?;
         let tip = s.last_tip().map_or(0, |t| t.height);
         let now = self.now();
         let stalled = self
@@ -369,6 +357,21 @@ impl Watcher {
             );
             Ok(Step::Busy)
         }
+    }
+
+    /// The node's final height as far as it covers blocks this stream
+    /// applied; zero when nothing can be confirmed this round (the store
+    /// keeps the highest final height it was given, so zero changes nothing).
+    async fn confirmed_final_height<S: BlockSource>(
+        &self,
+        s: &CanonicalStream<S>,
+    ) -> Result<u64, Trouble> {
+        let started = Instant::now();
+        let confirmed = s.confirmed_final_height().await;
+        self.observe_source(started, confirmed.as_ref().err());
+        Ok(confirmed
+            .map_err(|e| Trouble::Transient(e.to_string()))?
+            .unwrap_or(0))
     }
 
     /// Records what waits unmined for watched addresses, once caught up. A

@@ -43,7 +43,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use common::{Backend, Harness};
 use paywatch::clock::Clock;
 use paywatch::reconcile::{Action, ActionOutcome, BalancePayment, CaseAction, Status};
-use paywatch_core::{Amount, Asset, AssetId, BlockRef, Network, Transfer};
+use paywatch_core::{Asset, AssetId, BlockRef, Network};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 
@@ -411,7 +411,7 @@ async fn apply(h: &mut Harness, m: &mut Model, step: Step) -> Result<bool, Strin
             let Some(p) = m.intent(intent) else {
                 return Ok(false);
             };
-            rescan(h, &m.intents[p].address).await?;
+            h.rescan_newest(&m.intents[p].address).await;
             h.reconciler
                 .run_until_idle()
                 .await
@@ -506,48 +506,6 @@ async fn apply(h: &mut Harness, m: &mut Model, step: Step) -> Result<bool, Strin
         Step::Restart => h.restart_process().await,
     }
     Ok(looked)
-}
-
-/// Reads the block holding the address's newest live transfer again, as a
-/// rescan does: nothing new is recorded, the address is queued.
-async fn rescan(h: &Harness, address: &str) -> Result<(), String> {
-    let rows = h
-        .rows(&format!(
-            "SELECT t.txid, CAST(t.idx AS BIGINT) AS idx, t.block_hash, CAST(t.block_height AS BIGINT) AS height, \
-             b.parent, CAST(t.block_time AS BIGINT) AS block_time, CAST(t.amount AS TEXT) AS amount, t.asset \
-             FROM transfers t JOIN blocks b ON b.network = t.network AND b.hash = t.block_hash \
-             WHERE t.to_address = '{address}' AND t.orphaned_at IS NULL AND b.orphaned_at IS NULL \
-             ORDER BY t.id DESC"
-        ))
-        .await;
-    let Some(row) = rows.first() else {
-        return Ok(());
-    };
-    let block = BlockRef {
-        height: row.int("height") as u64,
-        hash: row.get("block_hash").unwrap().to_owned(),
-        parent: row.get("parent").unwrap().to_owned(),
-    };
-    let transfer = Transfer {
-        network: Network::Litecoin,
-        asset: AssetId::from_code(row.get("asset").unwrap()),
-        txid: row.get("txid").unwrap().to_owned(),
-        index: row.int("idx") as u32,
-        to: address.to_owned(),
-        from: None,
-        amount: Amount(row.get("amount").unwrap().parse().unwrap()),
-        success: true,
-    };
-    h.ingest
-        .backfill(
-            Network::Litecoin,
-            &block,
-            row.int("block_time") / 1000,
-            &[transfer],
-        )
-        .await
-        .map(|_| ())
-        .map_err(|e| e.to_string())
 }
 
 /// The money rules, against what the database holds now.

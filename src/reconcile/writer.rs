@@ -51,18 +51,7 @@ pub(crate) async fn write(
     policy: &Policy,
     now: i64,
 ) -> Result<Written, StoreError> {
-    let matcher = Matcher::new(
-        facts
-            .intents
-            .iter()
-            .map(|i| (i.method.network(), i.address.as_str())),
-    );
-    let attributed = Attributed::rows(&matcher, &facts.transfers, facts.intents.len());
-    let basis: HashMap<i64, Vec<SeenTransfer<'_>>> = facts
-        .basis
-        .iter()
-        .map(|(d, b)| (*d, b.rows.iter().map(|r| r.seen()).collect()))
-        .collect();
+    let (attributed, basis) = read_rows(facts);
     let reading = Reading {
         facts,
         policy,
@@ -257,18 +246,7 @@ pub(crate) async fn write(
 /// The status machine's verdict on each intent of `facts`, as things stand
 /// (nothing written): what support's actions check themselves against.
 pub(crate) fn verdicts(facts: &Facts, policy: &Policy, now: i64) -> Vec<(i64, Verdict)> {
-    let matcher = Matcher::new(
-        facts
-            .intents
-            .iter()
-            .map(|i| (i.method.network(), i.address.as_str())),
-    );
-    let attributed = Attributed::rows(&matcher, &facts.transfers, facts.intents.len());
-    let basis: HashMap<i64, Vec<SeenTransfer<'_>>> = facts
-        .basis
-        .iter()
-        .map(|(d, b)| (*d, b.rows.iter().map(|r| r.seen()).collect()))
-        .collect();
+    let (attributed, basis) = read_rows(facts);
     let reading = Reading {
         facts,
         policy,
@@ -279,6 +257,24 @@ pub(crate) fn verdicts(facts: &Facts, policy: &Policy, now: i64) -> Vec<(i64, Ve
     (0..facts.intents.len())
         .map(|p| (facts.intents[p].id, decide(&reading.facts_of(p, None))))
         .collect()
+}
+
+/// The batch's transfers attributed to its intents, and the rows of the
+/// payments each support decision named, as the status machine reads them.
+fn read_rows(facts: &Facts) -> (Attributed<'_>, HashMap<i64, Vec<SeenTransfer<'_>>>) {
+    let matcher = Matcher::new(
+        facts
+            .intents
+            .iter()
+            .map(|i| (i.method.network(), i.address.as_str())),
+    );
+    let attributed = Attributed::rows(&matcher, &facts.transfers, facts.intents.len());
+    let basis = facts
+        .basis
+        .iter()
+        .map(|(d, b)| (*d, b.rows.iter().map(|r| r.seen()).collect()))
+        .collect();
+    (attributed, basis)
 }
 
 /// A top-up's credit, as first posted.

@@ -449,6 +449,50 @@ impl Harness {
             .expect("mempool ingest");
     }
 
+    /// Reads the block holding `address`'s newest live transfer again, as a
+    /// rescan does: the transfer is offered to ingest once more (recording
+    /// nothing new) and the address is queued. Returns the rows newly
+    /// recorded; `None` when the address has no live transfer in a block.
+    pub async fn rescan_newest(&self, address: &str) -> Option<u64> {
+        let rows = self
+            .rows(&format!(
+                "SELECT t.txid, CAST(t.idx AS BIGINT) AS idx, t.block_hash, \
+                 CAST(t.block_height AS BIGINT) AS height, b.parent, CAST(t.block_time AS BIGINT) AS block_time, \
+                 CAST(t.amount AS TEXT) AS amount, t.asset \
+                 FROM transfers t JOIN blocks b ON b.network = t.network AND b.hash = t.block_hash \
+                 WHERE t.to_address = '{address}' AND t.orphaned_at IS NULL AND b.orphaned_at IS NULL \
+                 ORDER BY t.id DESC"
+            ))
+            .await;
+        let row = rows.first()?;
+        let block = paywatch_core::BlockRef {
+            height: row.int("height") as u64,
+            hash: row.get("block_hash").unwrap().to_owned(),
+            parent: row.get("parent").unwrap().to_owned(),
+        };
+        let transfer = paywatch_core::Transfer {
+            network: self.network,
+            asset: AssetId::from_code(row.get("asset").unwrap()),
+            txid: row.get("txid").unwrap().to_owned(),
+            index: row.int("idx") as u32,
+            to: address.to_owned(),
+            from: None,
+            amount: Amount(row.get("amount").unwrap().parse().unwrap()),
+            success: true,
+        };
+        Some(
+            self.ingest
+                .backfill(
+                    self.network,
+                    &block,
+                    row.int("block_time") / 1000,
+                    &[transfer],
+                )
+                .await
+                .expect("backfill"),
+        )
+    }
+
     /// A new stream from the persisted cursor, as after a restart.
     pub async fn restart_stream(&mut self) {
         let cursor = self
