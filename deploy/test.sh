@@ -131,6 +131,12 @@ if [ ! -x /usr/bin/chromedriver ]; then
     say "installing chromium and chromium-driver (the console's browser test)"
     apt_install chromium chromium-driver
 fi
+# The clock test runs paywatch with its machine's clock moved (libfaketime):
+# "now" for money must be the database's.
+if ! command -v faketime >/dev/null 2>&1; then
+    say "installing faketime (the database-clock test)"
+    apt_install faketime
+fi
 
 # --- format ------------------------------------------------------------------
 if cargo fmt --version >/dev/null 2>&1; then

@@ -523,6 +523,89 @@ fn cli_contract_on_postgres() {
     cli_contract(&fresh_postgres_database());
 }
 
+/// A paywatch whose machine clock runs two hours ahead (libfaketime) still
+/// stamps an intent, and so its expiry, with the database's time: every
+/// instance sharing a database agrees on what is late. (PostgreSQL only:
+/// SQLite runs inside the one paywatch process, on that process's clock,
+/// and there is no second instance to disagree with.)
+#[test]
+fn money_time_is_the_databases_clock_on_postgres() {
+    let url = fresh_postgres_database();
+    let url = url.as_str();
+    assert!(
+        Path::new("/usr/bin/faketime").exists(),
+        "faketime is missing: this test moves paywatch's clock with it. Install it with: \
+         apt-get install faketime (deploy/test.sh does this on a fresh machine)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        &dir.path().join("paywatch.toml"),
+        &format!(
+            "[database]\nurl = \"{url}\"\n[rates.fixed]\nETH = \"2500\"\n[networks.ethereum]\nenabled = true\n"
+        ),
+    );
+    run(&config, &["migrate"]).ok();
+    let pool = write(&dir.path().join("eth.txt"), &format!("{}\n", ETH_POOL[0]));
+    run(
+        &config,
+        &[
+            "addresses",
+            "import",
+            "--network",
+            "ethereum",
+            "--file",
+            pool.to_str().unwrap(),
+        ],
+    )
+    .ok();
+    let mut cmd = Command::new("/usr/bin/faketime");
+    cmd.arg("-f").arg("+2h").arg(PAYWATCH);
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("PAYWATCH") {
+            cmd.env_remove(key);
+        }
+    }
+    let out = cmd
+        .args(["--config", config.to_str().unwrap()])
+        .args([
+            "intent",
+            "create",
+            "--kind",
+            "order",
+            "--reference",
+            "clock-1",
+            "--account",
+            "a",
+            "--asset",
+            "ETH",
+            "--network",
+            "ethereum",
+            "--usd",
+            "10",
+        ])
+        .output()
+        .expect("faketime runs paywatch");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let skew_ms = runtime().block_on(async {
+        let store = Store::connect(url).await.expect("connect");
+        let db_now = store.database_now_ms().await.unwrap();
+        let created = store
+            .count_raw("SELECT created_at FROM intents")
+            .await
+            .unwrap();
+        store.close().await;
+        created - db_now
+    });
+    assert!(
+        skew_ms.abs() < 60_000,
+        "created_at is {skew_ms} ms from the database's clock (the machine's runs 2 h ahead)"
+    );
+}
+
 #[test]
 fn the_environment_overrides_the_config_file() {
     let dir = tempfile::tempdir().unwrap();
