@@ -708,6 +708,12 @@ async fn check_model(h: &Harness, m: &Model) -> Result<(), String> {
 
 async fn run_sequence(backend: Backend, steps: &[Step]) -> Result<(), String> {
     let mut h = Harness::new(backend, Network::Litecoin, CONFIRMATIONS).await;
+    let result = run_steps(&mut h, backend, steps).await;
+    h.dispose().await;
+    result
+}
+
+async fn run_steps(h: &mut Harness, backend: Backend, steps: &[Step]) -> Result<(), String> {
     h.chain.show_mempool();
     h.import_pool(24).await;
     let mut m = Model {
@@ -717,14 +723,14 @@ async fn run_sequence(backend: Backend, steps: &[Step]) -> Result<(), String> {
     let cov = coverage(backend);
     for (n, step) in steps.iter().enumerate() {
         count(&cov.steps, 1);
-        let looked = apply(&mut h, &mut m, *step)
+        let looked = apply(h, &mut m, *step)
             .await
             .map_err(|e| format!("step {n} {step:?} failed: {e}"))?;
-        check_rules(&h, &m)
+        check_rules(h, &m)
             .await
             .map_err(|e| format!("after step {n} {step:?}: {e}"))?;
         if looked {
-            check_model(&h, &m)
+            check_model(h, &m)
                 .await
                 .map_err(|e| format!("after step {n} {step:?}: {e}"))?;
         }
@@ -741,10 +747,10 @@ async fn run_sequence(backend: Backend, steps: &[Step]) -> Result<(), String> {
     {
         p.seen_at_ms = Some(now);
     }
-    check_rules(&h, &m)
+    check_rules(h, &m)
         .await
         .map_err(|e| format!("at the end: {e}"))?;
-    if let Err(e) = check_model(&h, &m).await {
+    if let Err(e) = check_model(h, &m).await {
         if std::env::var("MODEL_DEBUG").is_ok() {
             for r in h.rows("SELECT id, txid, block_hash, CAST(block_height AS BIGINT) AS block_height, block_time, first_seen_at, final_at, orphaned_at, to_address FROM transfers ORDER BY id").await {
                 eprintln!("{r:?}");

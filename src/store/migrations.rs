@@ -150,11 +150,22 @@ impl MigrationSource<'static> for EmbeddedMigrations {
 }
 
 pub(super) async fn run(pool: &AnyPool, dialect: Dialect) -> Result<(), StoreError> {
+    run_until(pool, dialect, i64::MAX).await
+}
+
+/// Applies the migrations up to `version` only: a database as an older
+/// release left it, for upgrade tests.
+pub(super) async fn run_until(
+    pool: &AnyPool,
+    dialect: Dialect,
+    version: i64,
+) -> Result<(), StoreError> {
     let set = match dialect {
         Dialect::Postgres => POSTGRES,
         Dialect::Sqlite => SQLITE,
     };
-    let migrator = Migrator::new(EmbeddedMigrations(set)).await?;
+    let upto = set.iter().take_while(|(v, _, _)| *v <= version).count();
+    let migrator = Migrator::new(EmbeddedMigrations(&set[..upto])).await?;
     migrator.run(pool).await?;
     Ok(())
 }

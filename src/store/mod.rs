@@ -145,6 +145,13 @@ impl Store {
         self.backfill_twin_addresses().await
     }
 
+    /// Tests only: the schema as the release with migrations up to
+    /// `version` left it.
+    #[doc(hidden)]
+    pub async fn migrate_until(&self, version: i64) -> Result<(), StoreError> {
+        migrations::run_until(&self.pool, self.dialect, version).await
+    }
+
     /// Intents issued before twin addresses were kept get theirs: the
     /// encoding lives in the chain crates, not in SQL. Only rows still
     /// missing one are touched, so this is cheap at every start.

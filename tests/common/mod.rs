@@ -102,6 +102,13 @@ impl TestDb {
     }
 
     pub async fn new(backend: Backend) -> TestDb {
+        let db = TestDb::empty(backend).await;
+        db.store.migrate().await.expect("migrate");
+        db
+    }
+
+    /// A fresh database with no schema yet.
+    pub async fn empty(backend: Backend) -> TestDb {
         let (url, dir) = match backend {
             Backend::Sqlite => {
                 let dir = tempfile::tempdir().expect("temp dir");
@@ -125,7 +132,6 @@ impl TestDb {
             }
         };
         let store = Store::connect(&url).await.expect("connect");
-        store.migrate().await.expect("migrate");
         TestDb {
             url,
             store,
@@ -491,6 +497,25 @@ impl Harness {
                 .await
                 .expect("backfill"),
         )
+    }
+
+    /// Ends the harness and, on PostgreSQL, drops its database: for tests
+    /// that make thousands (the model-based test), which would fill the disk.
+    pub async fn dispose(self) {
+        self.store.close().await;
+        self.reader.close().await;
+        if let Some((admin, name)) = self.db.url.rsplit_once('/') {
+            if self.db.url.starts_with("postgres") {
+                let admin_store = Store::connect(&format!("{admin}/postgres"))
+                    .await
+                    .expect("admin connection");
+                admin_store
+                    .execute_raw(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                    .await
+                    .expect("drop the test database");
+                admin_store.close().await;
+            }
+        }
     }
 
     /// A new stream from the persisted cursor, as after a restart.
