@@ -8,7 +8,9 @@
 //! five actions; debits and orders paid from the balance; a restart of the
 //! process) and runs each against the real store and reconciler, on SQLite
 //! and on PostgreSQL, watching the chain the way the watcher does, with
-//! reconcile free to run between any two of its transactions.
+//! reconcile free to run between any two of its transactions. It runs on
+//! Litecoin (with its mempool), and on Ethereum beside Tron intents, whose
+//! addresses' Ethereum twins take money sent on the wrong network.
 //!
 //! After every step it checks the money rules:
 //! - `paywatch check` is clean;
@@ -48,6 +50,30 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 
 const CONFIRMATIONS: u64 = 2;
+
+/// The chain a run watches: Litecoin with its mempool, or Ethereum, where
+/// Tron intents' addresses have twins money can be sent to by mistake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Chain {
+    Litecoin,
+    Ethereum,
+}
+
+impl Chain {
+    fn network(self) -> Network {
+        match self {
+            Chain::Litecoin => Network::Litecoin,
+            Chain::Ethereum => Network::Ethereum,
+        }
+    }
+
+    fn asset(self) -> Asset {
+        match self {
+            Chain::Litecoin => Asset::Ltc,
+            Chain::Ethereum => Asset::Eth,
+        }
+    }
+}
 const REFERENCES: u8 = 3;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,6 +98,11 @@ enum SupportStep {
 enum Step {
     Create {
         topup: bool,
+        reference: u8,
+    },
+    /// On Ethereum: a USDT-on-Tron intent, whose address's Ethereum twin
+    /// the watcher also watches (money sent there is wrong_network).
+    CreateTron {
         reference: u8,
     },
     Pay {
@@ -125,6 +156,7 @@ fn step() -> impl Strategy<Value = Step> {
     let slot = 0u8..8;
     prop_oneof![
         3 => (any::<bool>(), 0..REFERENCES).prop_map(|(topup, reference)| Step::Create { topup, reference }),
+        1 => (0..REFERENCES).prop_map(|reference| Step::CreateTron { reference }),
         5 => (slot.clone(), prop_oneof![
             4 => Just(PayHow::Exact),
             1 => Just(PayHow::Under),
@@ -157,6 +189,8 @@ fn step() -> impl Strategy<Value = Step> {
 #[derive(Debug, Clone)]
 struct ModelIntent {
     id: i64,
+    /// Tron, for an intent whose money here can only be wrong_network.
+    tron: bool,
     reference: String,
     address: String,
     due: u128,
@@ -180,6 +214,7 @@ struct ModelPayment {
 #[derive(Debug)]
 struct Model {
     backend: Backend,
+    chain: Chain,
     intents: Vec<ModelIntent>,
     payments: Vec<ModelPayment>,
     /// References an order paid from the balance.
@@ -193,6 +228,7 @@ impl Default for Model {
     fn default() -> Model {
         Model {
             backend: Backend::Sqlite,
+            chain: Chain::Litecoin,
             intents: Vec::new(),
             payments: Vec::new(),
             paid_from_balance: Vec::new(),
@@ -203,6 +239,22 @@ impl Default for Model {
 }
 
 impl Model {
+    /// Paywatch just looked: what it could see, it has seen now. Without
+    /// the mempool (Ethereum), only what is mined.
+    fn mark_seen(&mut self, h: &Harness) {
+        let now = h.clock.now_ms();
+        let mempool = self.chain == Chain::Litecoin;
+        for pay in self
+            .payments
+            .iter_mut()
+            .filter(|p| p.seen_at_ms.is_none() && !p.gone)
+        {
+            if mempool || h.chain.height_of(&pay.txid).is_some() {
+                pay.seen_at_ms = Some(now);
+            }
+        }
+    }
+
     fn intent(&self, slot: u8) -> Option<usize> {
         (!self.intents.is_empty()).then(|| usize::from(slot) % self.intents.len())
     }
@@ -225,6 +277,8 @@ struct Coverage {
     reversed: AtomicUsize,
     recredited: AtomicUsize,
     expected_settled: AtomicUsize,
+    /// Tron intents that ended with wrong-network money before a person.
+    wrong_network: AtomicUsize,
 }
 
 impl Coverage {
@@ -239,15 +293,21 @@ impl Coverage {
             reversed: AtomicUsize::new(0),
             recredited: AtomicUsize::new(0),
             expected_settled: AtomicUsize::new(0),
+            wrong_network: AtomicUsize::new(0),
         }
     }
 }
 
-/// One per database, as the two run side by side.
-static COVERAGE: [Coverage; 2] = [Coverage::new(), Coverage::new()];
+/// One per database and chain, as they run side by side.
+static COVERAGE: [Coverage; 4] = [
+    Coverage::new(),
+    Coverage::new(),
+    Coverage::new(),
+    Coverage::new(),
+];
 
-fn coverage(b: Backend) -> &'static Coverage {
-    &COVERAGE[usize::from(b == Backend::Postgres)]
+fn coverage(b: Backend, c: Chain) -> &'static Coverage {
+    &COVERAGE[usize::from(b == Backend::Postgres) * 2 + usize::from(c == Chain::Ethereum)]
 }
 
 fn count(c: &AtomicUsize, n: usize) {
@@ -267,7 +327,7 @@ fn reference(topup: bool, slot: u8) -> String {
 }
 
 async fn apply(h: &mut Harness, m: &mut Model, step: Step) -> Result<bool, String> {
-    let cov = coverage(m.backend);
+    let cov = coverage(m.backend, m.chain);
     let mut looked = false;
     match step {
         Step::Create {
@@ -276,11 +336,44 @@ async fn apply(h: &mut Harness, m: &mut Model, step: Step) -> Result<bool, Strin
         } => {
             let kind = if topup { "topup" } else { "order" };
             let reference = reference(topup, slot);
-            if let Ok(i) = h.try_create(kind, &reference, "LTC", "100").await {
+            if let Ok(i) = h
+                .try_create(kind, &reference, m.chain.asset().as_str(), "100")
+                .await
+            {
                 m.intents.push(ModelIntent {
                     id: i.id,
+                    tron: false,
                     reference,
                     address: i.address.clone(),
+                    due: i.amount_due.0,
+                    expires_at_ms: i.expires_at_ms,
+                    confirm_by_ms: i.confirm_by_ms.expect("kept at creation"),
+                    touched: false,
+                });
+            }
+        }
+        Step::CreateTron { reference: slot } => {
+            if m.chain != Chain::Ethereum {
+                return Ok(false);
+            }
+            let reference = format!("tron{slot}");
+            let request = paywatch::intents::NewIntent {
+                kind: "order".into(),
+                reference: reference.clone(),
+                account: "acct-1".into(),
+                asset: "USDT".into(),
+                network: "tron".into(),
+                usd_amount: "100".into(),
+            };
+            if let Ok(i) = h.intents.create(&request).await {
+                let (_, twin) = paywatch::twin::twin(Network::Tron, &i.address).expect("a twin");
+                // As the Ethereum watcher learns of Tron addresses' twins.
+                h.watch.insert(&twin);
+                m.intents.push(ModelIntent {
+                    id: i.id,
+                    tron: true,
+                    reference,
+                    address: twin,
                     due: i.amount_due.0,
                     expires_at_ms: i.expires_at_ms,
                     confirm_by_ms: i.confirm_by_ms.expect("kept at creation"),
@@ -293,11 +386,13 @@ async fn apply(h: &mut Harness, m: &mut Model, step: Step) -> Result<bool, Strin
                 return Ok(false);
             };
             let i = &m.intents[p];
+            // Money for a Tron intent can only go to its twin here, in USDT.
+            let coin = AssetId::Known(if i.tron { Asset::Usdt } else { m.chain.asset() });
             let (asset, amount) = match how {
-                PayHow::Exact => (AssetId::Known(Asset::Ltc), i.due),
-                PayHow::Under => (AssetId::Known(Asset::Ltc), i.due * 9 / 10),
-                PayHow::Over => (AssetId::Known(Asset::Ltc), i.due * 11 / 10),
-                PayHow::Dust => (AssetId::Known(Asset::Ltc), 546),
+                PayHow::Exact => (coin, i.due),
+                PayHow::Under => (coin, i.due * 9 / 10),
+                PayHow::Over => (coin, i.due * 11 / 10),
+                PayHow::Dust => (coin, 546),
                 PayHow::WrongAsset => (
                     AssetId::Token {
                         contract: "spam".into(),
@@ -384,14 +479,7 @@ async fn apply(h: &mut Harness, m: &mut Model, step: Step) -> Result<bool, Strin
                 && m.synced.contains(&tip);
             if !behind {
                 m.synced = h.chain.blocks();
-                let now = h.clock.now_ms();
-                for pay in m
-                    .payments
-                    .iter_mut()
-                    .filter(|p| p.seen_at_ms.is_none() && !p.gone)
-                {
-                    pay.seen_at_ms = Some(now);
-                }
+                m.mark_seen(h);
             }
             looked = true;
         }
@@ -560,7 +648,8 @@ async fn check_rules(h: &Harness, m: &Model) -> Result<(), String> {
     // Nothing stands on money that is gone.
     for row in h
         .rows(
-            "SELECT s.intent_id, s.via, s.decision_id, CAST(i.amount_due AS TEXT) AS due, i.address, i.status, i.exception \
+            "SELECT s.intent_id, s.via, s.decision_id, CAST(i.amount_due AS TEXT) AS due, i.address, i.network, i.asset, \
+             i.status, i.exception \
              FROM settlements s JOIN intents i ON i.id = s.intent_id WHERE s.reversed_at IS NULL",
         )
         .await
@@ -568,7 +657,13 @@ async fn check_rules(h: &Harness, m: &Model) -> Result<(), String> {
         let id = row.int("intent_id");
         match row.get("via").unwrap() {
             "chain" => {
-                let final_money = final_money_at(h, row.get("address").unwrap()).await;
+                let final_money = final_money_at(
+                    h,
+                    row.get("network").unwrap(),
+                    row.get("asset").unwrap(),
+                    row.get("address").unwrap(),
+                )
+                .await;
                 let due: u128 = row.get("due").unwrap().parse().unwrap();
                 if final_money < due {
                     return Err(format!(
@@ -632,11 +727,12 @@ async fn check_rules(h: &Harness, m: &Model) -> Result<(), String> {
     Ok(())
 }
 
-/// Final, live LTC at `address`, by the stored final height.
-async fn final_money_at(h: &Harness, address: &str) -> u128 {
+/// Final, live money of the intent's own method at `address`, by the
+/// stored final height.
+async fn final_money_at(h: &Harness, network: &str, asset: &str, address: &str) -> u128 {
     h.rows(&format!(
         "SELECT CAST(t.amount AS TEXT) AS amount FROM transfers t JOIN chain_state c ON c.network = t.network \
-         WHERE t.to_address = '{address}' AND t.asset = 'LTC' AND t.orphaned_at IS NULL \
+         WHERE t.network = '{network}' AND t.to_address = '{address}' AND t.asset = '{asset}' AND t.orphaned_at IS NULL \
          AND t.block_hash <> 'mempool' AND t.block_height <= c.final_height"
     ))
     .await
@@ -648,7 +744,7 @@ async fn final_money_at(h: &Harness, address: &str) -> u128 {
 /// The reference model, after paywatch looked at the chain: the simplest
 /// cases must come out as anyone would expect.
 async fn check_model(h: &Harness, m: &Model) -> Result<(), String> {
-    let cov = coverage(m.backend);
+    let cov = coverage(m.backend, m.chain);
     let now = h.clock.now_ms();
     let tip = h.chain.height();
     for (p, i) in m.intents.iter().enumerate() {
@@ -659,7 +755,7 @@ async fn check_model(h: &Harness, m: &Model) -> Result<(), String> {
             .count()
             > 1
             || m.paid_from_balance.contains(&i.reference);
-        if i.touched || shared {
+        if i.touched || shared || i.tron {
             continue;
         }
         let pays: Vec<&ModelPayment> = m.payments.iter().filter(|x| x.intent == p).collect();
@@ -706,21 +802,37 @@ async fn check_model(h: &Harness, m: &Model) -> Result<(), String> {
     Ok(())
 }
 
-async fn run_sequence(backend: Backend, steps: &[Step]) -> Result<(), String> {
-    let mut h = Harness::new(backend, Network::Litecoin, CONFIRMATIONS).await;
-    let result = run_steps(&mut h, backend, steps).await;
+async fn run_sequence(backend: Backend, chain: Chain, steps: &[Step]) -> Result<(), String> {
+    let mut h = Harness::new(backend, chain.network(), CONFIRMATIONS).await;
+    let result = run_steps(&mut h, backend, chain, steps).await;
     h.dispose().await;
     result
 }
 
-async fn run_steps(h: &mut Harness, backend: Backend, steps: &[Step]) -> Result<(), String> {
-    h.chain.show_mempool();
+async fn run_steps(
+    h: &mut Harness,
+    backend: Backend,
+    chain: Chain,
+    steps: &[Step],
+) -> Result<(), String> {
+    if chain == Chain::Litecoin {
+        h.chain.show_mempool();
+    } else {
+        let tron: Vec<String> = (1..=12u8)
+            .map(|n| paywatch_tron::encode_address(&[n; 20]))
+            .collect();
+        h.store
+            .import_addresses(Network::Tron, &tron, h.clock.now_ms())
+            .await
+            .map_err(|e| e.to_string())?;
+    }
     h.import_pool(24).await;
     let mut m = Model {
         backend,
+        chain,
         ..Model::default()
     };
-    let cov = coverage(backend);
+    let cov = coverage(backend, chain);
     for (n, step) in steps.iter().enumerate() {
         count(&cov.steps, 1);
         let looked = apply(h, &mut m, *step)
@@ -739,14 +851,7 @@ async fn run_steps(h: &mut Harness, backend: Backend, steps: &[Step]) -> Result<
     h.mine(3);
     h.sync().await;
     h.sync().await;
-    let now = h.clock.now_ms();
-    for p in m
-        .payments
-        .iter_mut()
-        .filter(|p| p.seen_at_ms.is_none() && !p.gone)
-    {
-        p.seen_at_ms = Some(now);
-    }
+    m.mark_seen(h);
     check_rules(h, &m)
         .await
         .map_err(|e| format!("at the end: {e}"))?;
@@ -779,14 +884,22 @@ async fn run_steps(h: &mut Harness, backend: Backend, steps: &[Step]) -> Result<
         &cov.recredited,
         h.count(&topic("recredited")).await as usize,
     );
+    count(
+        &cov.wrong_network,
+        h.count(
+            "SELECT COUNT(*) FROM intent_events e JOIN intents i ON i.id = e.intent_id \
+             WHERE i.network = 'tron' AND e.exception = 'wrong_network'",
+        )
+        .await as usize,
+    );
     Ok(())
 }
 
-fn explore(backend: Backend) {
+fn explore(backend: Backend, chain: Chain, default_cases: u32) {
     let cases: u32 = std::env::var("PAYWATCH_MODEL_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(200);
+        .unwrap_or(default_cases);
     let config = Config {
         cases,
         failure_persistence: None,
@@ -810,15 +923,16 @@ fn explore(backend: Backend) {
     let started = std::time::Instant::now();
     let result = runner.run(&proptest::collection::vec(step(), 1..60), |steps| {
         runtime
-            .block_on(run_sequence(backend, &steps))
+            .block_on(run_sequence(backend, chain, &steps))
             .map_err(|e| TestCaseError::fail(Failure(e).0))
     });
-    let cov = coverage(backend);
+    let cov = coverage(backend, chain);
     let c = |a: &AtomicUsize| a.load(Ordering::Relaxed);
     eprintln!(
-        "money model on {backend:?}: {cases} sequences, {} steps in {:.1} s; settlements {}, \
+        "money model on {backend:?}, {chain:?}: {cases} sequences, {} steps in {:.1} s; settlements {}, \
          reversed {}, credited again {}; support actions done {}, refused {}, not final {}; \
-         orders paid from the balance {}; simple payments the model expected settled {}",
+         orders paid from the balance {}; simple payments the model expected settled {}; \
+         wrong-network money put before a person {}",
         c(&cov.steps),
         started.elapsed().as_secs_f64(),
         c(&cov.settled),
@@ -829,6 +943,7 @@ fn explore(backend: Backend) {
         c(&cov.support_not_final),
         c(&cov.orders_paid_from_balance),
         c(&cov.expected_settled),
+        c(&cov.wrong_network),
     );
     if let Err(e) = result {
         panic!("{e}");
@@ -837,10 +952,22 @@ fn explore(backend: Backend) {
 
 #[test]
 fn random_sequences_keep_the_money_rules_on_sqlite() {
-    explore(Backend::Sqlite);
+    explore(Backend::Sqlite, Chain::Litecoin, 200);
 }
 
 #[test]
 fn random_sequences_keep_the_money_rules_on_postgres() {
-    explore(Backend::Postgres);
+    explore(Backend::Postgres, Chain::Litecoin, 200);
+}
+
+/// Ethereum, with Tron intents whose twins take money sent on the wrong
+/// network (no mempool: Ethereum's is not followed).
+#[test]
+fn random_sequences_with_wrong_network_money_keep_the_money_rules_on_sqlite() {
+    explore(Backend::Sqlite, Chain::Ethereum, 100);
+}
+
+#[test]
+fn random_sequences_with_wrong_network_money_keep_the_money_rules_on_postgres() {
+    explore(Backend::Postgres, Chain::Ethereum, 100);
 }

@@ -276,6 +276,15 @@ impl Harness {
         let watch = Arc::new(WatchSet::new(self.network));
         let issued = store.issued_addresses(self.network, 0).await.unwrap();
         watch.extend(issued.iter().map(|(a, _)| a.as_str()));
+        // As the watcher does: the twins of the other network's addresses
+        // (money sent on the wrong network) are watched too.
+        if let Some(other) = paywatch::twin::twin_network(self.network) {
+            for (address, _) in store.issued_addresses(other, 0).await.unwrap() {
+                if let Some((_, mine)) = paywatch::twin::twin(other, &address) {
+                    watch.insert(&mine);
+                }
+            }
+        }
         let (intents, ingest, reconciler) = components(
             &store,
             &self.clock,
