@@ -334,6 +334,16 @@ fn render(scrape: &Scrape) -> String {
         }
     }
 
+    // Tron contracts the scan could not read and skipped, naming no watched
+    // address (a hostile or newer encoding): logged one by one, counted here.
+    let name = "paywatch_tron_unreadable_contracts_skipped_total";
+    out.family(
+        name,
+        "counter",
+        "Tron TransferContracts this process could not read and skipped because they named no watched address.",
+    );
+    out.sample(name, &[], paywatch_tron::unreadable_contracts_skipped());
+
     let name = "paywatch_source_request_seconds";
     out.family(
         name,

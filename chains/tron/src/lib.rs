@@ -12,8 +12,8 @@ pub use address::{body_from_proto, encode_address, parse_address, watch_key, Add
 pub use derive::{AccountKey, DeriveError, TRON};
 pub use extract::{extract, extract_with, ExtractError, ExtractReport, FoundPayment};
 pub use scan::{
-    may_pay, scan, scan_answers, txid_of, BlockAnswers, ScanError, Tokens, NATIVE_INDEX,
-    TRANSFER_TOPIC,
+    may_pay, scan, scan_answers, txid_of, unreadable_contracts_skipped, BlockAnswers, ScanError,
+    Tokens, NATIVE_INDEX, TRANSFER_TOPIC,
 };
 
 pub use source::{TronConfig, TronSetupError, TronSource, MAX_BLOCKS_PER_REQUEST};

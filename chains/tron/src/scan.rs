@@ -22,13 +22,39 @@ use crate::proto::{BlockExtention, TransactionExtention, TransactionInfo, Transf
 pub const TRANSFER_TOPIC: [u8; 32] =
     alloy_primitives::hex!("ddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef");
 
+/// Whether any 20 bytes of `raw` (behind Tron's 0x41 prefix, or bare) are a
+/// watched address's body: an unreadable contract that might pay us.
+fn names_watched(raw: &[u8], watch: &WatchRead<'_>) -> bool {
+    raw.windows(20).any(|w| watch.contains_key(w))
+}
+
 /// TRX paid by a transaction's own TransferContract gets `NATIVE_INDEX` plus
 /// the contract's position; log indexes stay below, so a transaction that
 /// both pays TRX and emits logs keys each transfer apart.
 pub const NATIVE_INDEX: u32 = 1 << 31;
 
-/// The `type_url` java-tron gives a TransferContract parameter.
-const TRANSFER_TYPE_URL: &str = "type.googleapis.com/protocol.TransferContract";
+/// The type a TransferContract parameter names: java-tron checks a
+/// contract's `type_url` as protobuf's `Any.is` does, by the part after its
+/// last `/`, whatever comes before.
+const TRANSFER_TYPE: &str = "protocol.TransferContract";
+
+/// Whether java-tron would read a parameter with this `type_url` as a
+/// TransferContract.
+fn names_transfer_contract(type_url: &str) -> bool {
+    type_url
+        .rsplit_once('/')
+        .is_some_and(|(_, name)| name == TRANSFER_TYPE)
+}
+
+/// Contracts skipped because they could not be read and named no watched
+/// address, since the process started.
+static UNREADABLE_SKIPPED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many TransferContracts the scan could not read and skipped (they
+/// named no watched address), since the process started.
+pub fn unreadable_contracts_skipped() -> u64 {
+    UNREADABLE_SKIPPED.load(std::sync::atomic::Ordering::Relaxed)
+}
 
 /// The token contracts paywatch accepts, by the asset they carry, keyed by
 /// the 20-byte body logs name them with.
@@ -394,23 +420,40 @@ impl Found<'_, '_> {
                 tx: hex::encode(txid),
                 why,
             };
-            let parameter = contract
-                .parameter
-                .as_ref()
-                .ok_or_else(|| bad("it has no parameter".into()))?;
-            if parameter.type_url != TRANSFER_TYPE_URL {
-                return Err(bad(format!(
-                    "its parameter is a {:?}, not a {TRANSFER_TYPE_URL:?}",
-                    parameter.type_url
-                )));
-            }
             let decoded;
-            let transfer = match TransferView::read(&parameter.value) {
-                Some(transfer) => transfer,
-                None => {
-                    decoded = TransferContract::decode(parameter.value.as_slice())
-                        .map_err(|e| bad(format!("its parameter does not decode: {e}")))?;
-                    TransferView::of(&decoded)
+            let read = match contract.parameter.as_ref() {
+                None => Err("it has no parameter".to_owned()),
+                Some(p) if !names_transfer_contract(&p.type_url) => Err(format!(
+                    "its parameter is a {:?}, not a {TRANSFER_TYPE}",
+                    p.type_url
+                )),
+                Some(p) => match TransferView::read(&p.value) {
+                    Some(transfer) => Ok(transfer),
+                    None => match TransferContract::decode(p.value.as_slice()) {
+                        Ok(d) => {
+                            decoded = d;
+                            Ok(TransferView::of(&decoded))
+                        }
+                        Err(e) => Err(format!("its parameter does not decode: {e}")),
+                    },
+                },
+            };
+            let transfer = match read {
+                Ok(transfer) => transfer,
+                // One cheap transaction paywatch cannot read must not stop
+                // the watcher, unless it may be money to us.
+                Err(why) => {
+                    let raw = contract
+                        .parameter
+                        .as_ref()
+                        .map_or(&[][..], |p| p.value.as_slice());
+                    if names_watched(raw, self.watch) {
+                        return Err(bad(why));
+                    }
+                    UNREADABLE_SKIPPED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    warn!(tx = %hex::encode(txid), block, %why,
+                          "a TransferContract paywatch cannot read, naming no watched address: skipped");
+                    continue;
                 }
             };
             let Some(to) = body_from_proto(transfer.to) else {

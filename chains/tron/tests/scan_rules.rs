@@ -453,6 +453,67 @@ fn a_transfer_contract_that_does_not_decode_is_an_error_only_when_it_matters() {
     assert!(found.is_empty(), "{found:?}");
 }
 
+/// java-tron checks a contract's `type_url` as protobuf's `Any.is` does:
+/// the part after the last `/` names the type, whatever comes before. A
+/// non-canonical prefix is valid on chain, so it is a payment here too.
+#[test]
+fn a_transfer_contract_with_a_non_canonical_type_url_prefix_is_still_a_payment() {
+    let alice = body(1);
+    let set = watching(&[encode_address(&alice)]);
+    for url in [
+        "evil.example/protocol.TransferContract",
+        "/protocol.TransferContract",
+        "a/b/c/protocol.TransferContract",
+    ] {
+        let mut c = trx_contract(body(3), alice, 5);
+        c.parameter.as_mut().unwrap().type_url = url.into();
+        let t = tx(1, vec![c], Some(ContractResult::Success));
+        let found = run(Some(from_ref(&t)), &[ok_info(&t, vec![])], &set)
+            .unwrap_or_else(|e| panic!("{url}: {e}"));
+        assert_eq!(found.len(), 1, "{url}");
+        assert_eq!(found[0].amount.0, 5);
+    }
+}
+
+/// A contract paywatch cannot read stops the watcher only when it may pay a
+/// watched address: anyone could otherwise halt every Tron watcher with one
+/// cheap transaction.
+#[test]
+fn an_unreadable_transfer_contract_to_nobody_watched_is_skipped() {
+    let alice = body(1);
+    let set = watching(&[encode_address(&alice)]);
+    let mut bad_url = trx_contract(body(3), body(4), 5);
+    bad_url.parameter.as_mut().unwrap().type_url = "protocol.TransferContract".into();
+    let mut garbage = trx_contract(body(3), body(4), 5);
+    garbage.parameter.as_mut().unwrap().value = vec![0xff, 0xff, 0xff];
+    let paying = tx(
+        9,
+        vec![trx_contract(body(3), alice, 7)],
+        Some(ContractResult::Success),
+    );
+    let txs = [
+        tx(1, vec![bad_url], Some(ContractResult::Success)),
+        tx(2, vec![garbage], Some(ContractResult::Success)),
+        paying.clone(),
+    ];
+    let infos: Vec<TransactionInfo> = txs.iter().map(|t| ok_info(t, vec![])).collect();
+    let found = run(Some(&txs), &infos, &set).unwrap();
+    assert_eq!(
+        found.len(),
+        1,
+        "the readable payment is still found: {found:?}"
+    );
+    assert_eq!(found[0].amount.0, 7);
+
+    // The same unreadable contract naming a watched address is an error:
+    // money to us that cannot be read is never skipped.
+    let mut to_alice = trx_contract(body(3), alice, 5);
+    to_alice.parameter.as_mut().unwrap().type_url = "protocol.TransferContract".into();
+    let t = tx(3, vec![to_alice], Some(ContractResult::Success));
+    let e = run(Some(from_ref(&t)), &[ok_info(&t, vec![])], &set).unwrap_err();
+    assert!(matches!(e, ScanError::BadTransferContract { .. }), "{e:?}");
+}
+
 #[test]
 fn an_ethereum_address_keys_the_same_tron_body() {
     let alice = body(0xab);
