@@ -196,9 +196,19 @@ fn tron_source(
             ),
         ));
     }
+    let Some(solidity_url) = ns.rpc.solidity_url.clone().filter(|u| !u.is_empty()) else {
+        return Err(invalid(
+            "rpc.solidity_url",
+            "required for source = \"node\": java-tron serves WalletSolidity, the solidified \
+             height payments settle on, on its solidity port (50061 by default), not on the \
+             FullNode's (50051); without it every payment would stay confirming. Give the same \
+             URL as rpc.url only if that endpoint serves both"
+                .into(),
+        ));
+    };
     let cfg = tron::TronConfig {
         url: ns.rpc.url.clone(),
-        solidity_url: ns.rpc.solidity_url.clone().filter(|u| !u.is_empty()),
+        solidity_url: Some(solidity_url),
         tokens: tron_tokens(ns)?,
         blocks_per_request: ns
             .rpc

@@ -369,9 +369,13 @@ impl Watcher {
         let started = Instant::now();
         let confirmed = s.confirmed_final_height().await;
         self.observe_source(started, confirmed.as_ref().err());
-        Ok(confirmed
-            .map_err(|e| Trouble::Transient(e.to_string()))?
-            .unwrap_or(0))
+        match confirmed {
+            Ok(height) => Ok(height.unwrap_or(0)),
+            Err(e) if e.is_transient() => Err(Trouble::Transient(e.to_string())),
+            // A node that can never say what is final (a misconfigured
+            // endpoint) halts the watcher, naming why: no payment could settle.
+            Err(e) => Err(Trouble::Halt(e)),
+        }
     }
 
     /// Records what waits unmined for watched addresses, once caught up. A

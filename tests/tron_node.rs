@@ -3,12 +3,14 @@
 
 mod common;
 
-use common::tron::{tron_world, TronOptions, TRX_FOR_100_USD, USDT_CONTRACT, USDT_FOR_100_USD};
-use common::Backend;
+use common::tron::{
+    tron_settings, tron_world, TronOptions, TRX_FOR_100_USD, USDT_CONTRACT, USDT_FOR_100_USD,
+};
+use common::{Backend, TestDb};
 use paywatch::reconcile::{Exception, Status};
-use paywatch_core::{Amount, Network};
+use paywatch_core::{Amount, BlockSource, Network};
 use paywatch_testkit::tron::Fault;
-use paywatch_testkit::TronNodeOptions;
+use paywatch_testkit::{TronNode, TronNodeOptions};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exact_trx_and_usdt_payments_confirm_then_pay_once_solidified() {
@@ -455,4 +457,39 @@ async fn exact_payment_on_postgres_with_a_node_restart() {
         USDT_CONTRACT,
         "paid through the default mainnet contract"
     );
+}
+
+/// java-tron serves WalletSolidity (the solidified height paywatch settles
+/// on) only on its solidity port. Without `rpc.solidity_url` paywatch would
+/// ask the FullNode port, which answers UNIMPLEMENTED for ever, and every
+/// payment would stay confirming: the setting is required, and a solidity
+/// URL that points at a FullNode anyway halts the watcher saying so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tron_node_without_its_solidity_port_is_refused_by_name() {
+    let node = TronNode::start(TronNodeOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("tron node: {e}"));
+    node.mine(25).expect("mines");
+    let db = TestDb::new(Backend::Sqlite).await;
+    let mut settings = tron_settings(&db.url, &node, &TronOptions::default());
+    let ns = settings.networks.get_mut("tron").unwrap();
+    ns.rpc.solidity_url = None;
+    let watch = std::sync::Arc::new(paywatch::chains::watch_set(Network::Tron, Some(ns)));
+    let e = paywatch::chains::source(Network::Tron, ns, watch.clone())
+        .err()
+        .expect("refused at start");
+    let text = e.to_string();
+    assert!(
+        text.contains("rpc.solidity_url") && text.contains("50061"),
+        "{text}"
+    );
+
+    // Pointed at the FullNode's port anyway: the watcher halts, naming it.
+    ns.rpc.solidity_url = Some(node.url());
+    let source = paywatch::chains::source(Network::Tron, ns, watch)
+        .expect("a source")
+        .expect("a node source");
+    let e = source.final_height().await.unwrap_err();
+    assert!(!e.is_transient(), "retrying cannot fix it: {e}");
+    assert!(e.to_string().contains("rpc.solidity_url"), "{e}");
 }

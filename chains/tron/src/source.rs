@@ -382,7 +382,25 @@ impl BlockSource for TronSource {
             .clone()
             .get_now_block2(EmptyMessage {})
             .await
-            .map_err(|e| self.shared.transient("WalletSolidity/GetNowBlock2", e))?
+            .map_err(|e| {
+                // A FullNode port answers this for ever: it is the
+                // configuration, not the node, that must change.
+                if e.code() == tonic::Code::Unimplemented {
+                    return SourceError::Fatal(format!(
+                        "{} does not serve WalletSolidity/GetNowBlock2 (UNIMPLEMENTED): \
+                         rpc.solidity_url must name the node's solidity port (java-tron: 50061), \
+                         not its FullNode port; until then no payment can become final",
+                        shown_host(
+                            self.shared
+                                .cfg
+                                .solidity_url
+                                .as_deref()
+                                .unwrap_or(&self.shared.cfg.url)
+                        )
+                    ));
+                }
+                self.shared.transient("WalletSolidity/GetNowBlock2", e)
+            })?
             .into_inner();
         Ok(block_ref(&b, None)?.height)
     }
