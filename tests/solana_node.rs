@@ -446,3 +446,50 @@ async fn an_unavailable_node_degrades_the_watcher_then_it_resumes_on_postgres() 
         10_000
     );
 }
+
+/// agave answers `getBlock` for the slot `getSlot(confirmed)` just named
+/// with `-32014 Block status not yet available` while that block is being
+/// written (providers with `-32004` or `null`): "not yet", not a failing
+/// node. The watcher waits for it without going degraded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tip_block_not_yet_available_is_waited_for_without_degrading() {
+    let mut w = solana_world(SolanaOptions::default()).await;
+    let i = w.daemon.order("not-yet", "100").await;
+    w.pay_sol(&i.address, SOL_FOR_100_USD);
+    w.node
+        .set_fault(SolanaFault::TipNotYetAvailable { requests: 25 });
+    w.confirm();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut states = Vec::new();
+    while !matches!(w.node.fault(), SolanaFault::None) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the fault was never used up"
+        );
+        if let Some(s) = w
+            .daemon
+            .ctx
+            .store
+            .chain_status(paywatch_core::Network::Solana)
+            .await
+            .unwrap()
+        {
+            let degraded = s.watcher_state == "degraded";
+            states.push(s.watcher_state);
+            if degraded {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        states.iter().all(|s| s != "degraded"),
+        "not yet available is no failure: {states:?}"
+    );
+    w.finalize();
+    w.daemon
+        .wait_for(i.id, "paid once the block is there", |r| {
+            r.status == Status::Paid
+        })
+        .await;
+}

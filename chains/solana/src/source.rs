@@ -199,6 +199,9 @@ struct Shared {
     pacer: Pacer,
     /// The slot of the tip as last seen; read-ahead never passes it.
     known_tip: AtomicU64,
+    /// The tip as last read whole, given again while the node's newest
+    /// block is not yet served.
+    last_tip: std::sync::Mutex<Option<BlockRef>>,
     genesis_checked: AtomicBool,
 }
 
@@ -222,6 +225,7 @@ impl SolanaSource {
                 cfg,
                 watch,
                 known_tip: AtomicU64::new(0),
+                last_tip: std::sync::Mutex::new(None),
                 genesis_checked: AtomicBool::new(false),
             }),
             ahead,
@@ -333,6 +337,24 @@ impl Shared {
         details: Details,
         commitment: &str,
     ) -> Result<UiConfirmedBlock, SourceError> {
+        self.get_block_answer(slot, details, commitment)
+            .await?
+            .map_err(|e| {
+                let why = match e {
+                    AnswerError::NoResult => format!("no block at slot {slot}"),
+                    e => format!("slot {slot}: {e}"),
+                };
+                SourceError::Transient(format!("getBlock at {}: {why}", self.host))
+            })
+    }
+
+    /// `getBlock`, the node's own refusal kept apart from a failed request.
+    async fn get_block_answer(
+        &self,
+        slot: u64,
+        details: Details,
+        commitment: &str,
+    ) -> Result<Result<UiConfirmedBlock, AnswerError>, SourceError> {
         let details = match details {
             Details::Full => "full",
             Details::None => "none",
@@ -349,13 +371,7 @@ impl Shared {
                 }]),
             )
             .await?;
-        decode_get_block(&body).map_err(|e| {
-            let why = match e {
-                AnswerError::NoResult => format!("no block at slot {slot}"),
-                e => format!("slot {slot}: {e}"),
-            };
-            SourceError::Transient(format!("getBlock at {}: {why}", self.host))
-        })
+        Ok(decode_get_block(&body))
     }
 
     /// The produced slots from `from` on, `limit` of them at most.
@@ -494,12 +510,43 @@ impl BlockSource for SolanaSource {
         self.shared.check_genesis().await?;
         let commitment = self.shared.following();
         let slot = self.shared.slot(commitment).await?;
-        let b = self
+        let b = match self
             .shared
-            .get_block(slot, Details::None, commitment)
-            .await?;
+            .get_block_answer(slot, Details::None, commitment)
+            .await?
+        {
+            Ok(b) => b,
+            // The slot getSlot just named is still being written (agave
+            // -32014; load-balanced providers -32004, or null): "not yet",
+            // not a failing node. The tip stays where it was.
+            Err(e) if not_yet(&e) => {
+                let last = self
+                    .shared
+                    .last_tip
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone();
+                return last.ok_or_else(|| {
+                    SourceError::Transient(format!(
+                        "getBlock at {}: the newest block, slot {slot}, is not served yet",
+                        self.shared.host
+                    ))
+                });
+            }
+            Err(e) => {
+                return Err(SourceError::Transient(format!(
+                    "getBlock at {}: slot {slot}: {e}",
+                    self.shared.host
+                )))
+            }
+        };
         let tip = Header::of(slot, &b)?.block_ref();
         self.shared.known_tip.store(slot, Ordering::Relaxed);
+        *self
+            .shared
+            .last_tip
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(tip.clone());
         Ok(tip)
     }
 
@@ -525,6 +572,18 @@ impl BlockSource for SolanaSource {
         let got = fetch_range(self.shared.clone(), height, 1, Details::None).await?;
         Ok(got.into_iter().next().map(|f| f.block))
     }
+}
+
+/// A node's way of saying a block exists but is not served yet.
+fn not_yet(e: &AnswerError) -> bool {
+    matches!(
+        e,
+        AnswerError::NoResult
+            | AnswerError::Rpc {
+                code: -32014 | -32004,
+                ..
+            }
+    )
 }
 
 #[cfg(test)]

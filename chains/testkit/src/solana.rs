@@ -101,6 +101,10 @@ pub enum SolanaFault {
     Unavailable,
     /// Wait this long before answering.
     Slow(Duration),
+    /// Answer the next `requests` `getBlock` calls for the newest confirmed
+    /// slot with agave's `-32014 Block status not yet available`, as a node
+    /// does while that block is still being written.
+    TipNotYetAvailable { requests: u64 },
 }
 
 /// How to start a [`SolanaNode`].
@@ -237,6 +241,11 @@ impl SolanaNode {
 
     pub fn set_fault(&self, fault: SolanaFault) {
         lock(&self.shared).fault = fault;
+    }
+
+    /// The fault in force: a counted one returns to `None` once used up.
+    pub fn fault(&self) -> SolanaFault {
+        lock(&self.shared).fault.clone()
     }
 
     /// Executes `tx` and queues it for the next block. `Ok` means it is

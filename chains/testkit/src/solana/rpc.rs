@@ -50,7 +50,7 @@ fn answer(shared: &Shared) -> Answer {
     let mut s = lock(shared);
     s.requests += 1;
     match &mut s.fault {
-        SolanaFault::None => Answer::Normal,
+        SolanaFault::None | SolanaFault::TipNotYetAvailable { .. } => Answer::Normal,
         SolanaFault::Slow(d) => Answer::After(*d),
         SolanaFault::Unavailable => Answer::Unavailable,
         SolanaFault::RateLimited {
@@ -131,15 +131,43 @@ async fn read_request<R: AsyncBufReadExt + AsyncReadExt + Unpin>(r: &mut R) -> O
 }
 
 fn respond(shared: &Shared, body: &[u8]) -> Vec<u8> {
-    let s = lock(shared);
+    let mut s = lock(shared);
     let resp = match serde_json::from_slice::<Value>(body) {
-        Ok(Value::Array(reqs)) => Value::Array(reqs.iter().map(|q| handle(&s.ledger, q)).collect()),
-        Ok(req) => handle(&s.ledger, &req),
+        Ok(Value::Array(reqs)) => {
+            Value::Array(reqs.iter().map(|q| handle_served(&mut s, q)).collect())
+        }
+        Ok(req) => handle_served(&mut s, &req),
         Err(e) => {
             json!({"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":e.to_string()}})
         }
     };
     serde_json::to_vec(&resp).unwrap_or_default()
+}
+
+/// [`handle`], after the faults that answer one method with an error.
+fn handle_served(s: &mut Served, req: &Value) -> Value {
+    if let SolanaFault::TipNotYetAvailable { requests } = &mut s.fault {
+        let slot = req
+            .get("params")
+            .and_then(|p| p.get(0))
+            .and_then(Value::as_u64);
+        let tip = tip(&s.ledger, Some(&json!({"commitment": "confirmed"}))).ok();
+        if req.get("method").and_then(Value::as_str) == Some("getBlock")
+            && slot.is_some()
+            && slot == tip
+        {
+            *requests = requests.saturating_sub(1);
+            if *requests == 0 {
+                s.fault = SolanaFault::None;
+            }
+            let id = req.get("id").cloned().unwrap_or(Value::Null);
+            let slot = slot.unwrap_or_default();
+            // agave's RpcCustomError::BlockStatusNotAvailableYet.
+            return json!({"jsonrpc":"2.0","id":id,"error":{"code":-32014,
+                "message":format!("Block status not yet available for slot {slot}")}});
+        }
+    }
+    handle(&s.ledger, req)
 }
 
 fn handle(l: &Ledger, req: &Value) -> Value {
