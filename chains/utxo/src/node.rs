@@ -288,10 +288,25 @@ async fn fetch_range(rpc: Arc<NodeRpc>, from: u64, count: usize) -> Result<Fetch
             }
             // Replaced between the two calls: hand out what came before it.
             Err(e) if is_not_found(&e) => break,
+            // Asking again never brings a pruned block back.
+            Err(e) if is_pruned(&e) => {
+                return Err(SourceError::Fatal(format!(
+                    "the node pruned block {hash} at height {height} ({e}): paywatch needs every \
+                     block from height {height} on. Run the node unpruned, or with a prune depth \
+                     that keeps more than paywatch's lag behind the tip, or point paywatch at a \
+                     node that still has the block; the watcher stays halted until then"
+                )))
+            }
             Err(e) => return Err(transient(e)),
         }
     }
     Ok(out)
+}
+
+/// Bitcoin Core's and Litecoin Core's answer for a block a pruned node
+/// deleted: RPC_MISC_ERROR, "Block not available (pruned data)".
+fn is_pruned(e: &RpcError) -> bool {
+    matches!(e, RpcError::Node { code: -1, message, .. } if message.contains("pruned"))
 }
 
 fn is_not_found(e: &RpcError) -> bool {

@@ -71,6 +71,9 @@ enum Fault {
     WrongHeader,
     /// `getblockcount` answers `u64::MAX`.
     HugeCount,
+    /// `getblock` answers as a pruned node does for a block it deleted:
+    /// RPC_MISC_ERROR (-1), "Block not available (pruned data)".
+    Pruned,
 }
 
 struct FakeNode {
@@ -306,6 +309,9 @@ fn result(method: &str, params: &[Value], fault: Fault) -> Result<Value, (i64, &
             "nextblockhash": null,
         }),
         "getblockheader" => return Err((-5, "Block not found")),
+        "getblock" if genesis_asked && fault == Fault::Pruned => {
+            return Err((-1, "Block not available (pruned data)"))
+        }
         "getblock" if genesis_asked => json!(block_hex(fault)),
         "getblock" => return Err((-5, "Block not found")),
         "getmempoolinfo" => json!({"loaded": fault != Fault::MempoolLoading, "size": 0}),
@@ -466,6 +472,21 @@ async fn a_corrupt_block_is_refused_whole_and_the_next_good_answer_is_used() {
         node.calls_of("getblock") > fetched,
         "the good block was fetched anew, not taken from the bad answer"
     );
+}
+
+/// Retrying a block the node pruned never helps: the watcher halts, naming
+/// the pruning and the height it needs.
+#[tokio::test]
+async fn a_block_the_node_pruned_halts_naming_the_pruning_and_the_height() {
+    let node = FakeNode::start().await;
+    let source = node.source();
+    source.tip().await.unwrap();
+    node.set(Fault::Pruned);
+    let e = source.block(0).await.unwrap_err();
+    assert!(!e.is_transient(), "retrying cannot bring it back: {e}");
+    let msg = e.to_string();
+    assert!(msg.contains("pruned"), "{msg}");
+    assert!(msg.contains("height 0"), "names the height needed: {msg}");
 }
 
 #[tokio::test]
