@@ -23,6 +23,14 @@ pub enum CallError {
     Transport(String),
     #[error("no answer within {0:?}")]
     Timeout(Duration),
+    /// The node, or the HTTP client, gave up waiting for the answer (geth's
+    /// `-32002 request timed out`, a read timeout): ask for less.
+    #[error("timed out: {0}")]
+    TimedOut(String),
+    /// The provider throttles (HTTP 429, Infura's -32005 rate limits,
+    /// Alchemy's compute units): wait and ask again, the same size.
+    #[error("rate limited: {0}")]
+    RateLimited(String),
     /// The answer is not what the method returns.
     #[error("unreadable answer: {0}")]
     Decode(String),
@@ -141,7 +149,11 @@ pub(crate) fn classify_error(e: TransportError) -> CallError {
     match e {
         alloy_json_rpc::RpcError::ErrorResp(payload) => {
             let message = payload.message.to_string();
-            if payload.code == -32005 || names_a_size_limit(&message) {
+            if payload.code == 429 || names_a_rate_limit(&message) {
+                CallError::RateLimited(message)
+            } else if payload.code == -32002 || message.to_ascii_lowercase().contains("timed out") {
+                CallError::TimedOut(message)
+            } else if payload.code == -32005 || names_a_size_limit(&message) {
                 CallError::TooLarge(message)
             } else {
                 CallError::Node {
@@ -161,14 +173,43 @@ pub(crate) fn classify_error(e: TransportError) -> CallError {
         alloy_json_rpc::RpcError::Transport(TransportErrorKind::HttpError(http)) => {
             let mut body = http.body.clone();
             body.truncate(200);
-            if http.status == 413 || names_a_size_limit(&body) {
+            if http.status == 429 || names_a_rate_limit(&body) {
+                CallError::RateLimited(format!("HTTP {}: {body}", http.status))
+            } else if matches!(http.status, 408 | 504) {
+                CallError::TimedOut(format!("HTTP {}: {body}", http.status))
+            } else if http.status == 413 || names_a_size_limit(&body) {
                 CallError::TooLarge(format!("HTTP {}: {body}", http.status))
             } else {
                 CallError::Transport(format!("HTTP {}: {body}", http.status))
             }
         }
+        alloy_json_rpc::RpcError::Transport(TransportErrorKind::Custom(err))
+            if err
+                .downcast_ref::<reqwest_alloy::Error>()
+                .is_some_and(|e| e.is_timeout()) =>
+        {
+            CallError::TimedOut("the HTTP client's timeout".into())
+        }
         other => CallError::Transport(other.to_string()),
     }
+}
+
+/// Throttling, told apart from size refusals that use the same codes:
+/// Infura's -32005 says "rate limited" or "request count exceeded",
+/// Alchemy's "exceeded its compute units per second capacity".
+fn names_a_rate_limit(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    [
+        "rate limit",
+        "rate-limit",
+        "request rate",
+        "request count",
+        "compute units",
+        "too many requests",
+        "throughput",
+    ]
+    .iter()
+    .any(|w| m.contains(w))
 }
 
 /// Whether a batch's failed answers, taken together, refuse its size: one
@@ -228,6 +269,24 @@ mod tests {
             "https://eth-mainnet.example.com"
         );
         assert_eq!(shown_host("http://127.0.0.1:8545"), "http://127.0.0.1:8545");
+    }
+
+    #[test]
+    fn throttling_is_told_apart_from_size_refusals() {
+        for m in [
+            "daily request count exceeded, request rate limited",
+            "project ID request rate exceeded",
+            "Your app has exceeded its compute units per second capacity",
+            "Too Many Requests",
+        ] {
+            assert!(names_a_rate_limit(m), "{m}");
+        }
+        for m in [
+            "query returned more than 10000 results",
+            "batch size too large",
+        ] {
+            assert!(!names_a_rate_limit(m), "{m}");
+        }
     }
 
     #[test]

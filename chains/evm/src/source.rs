@@ -322,6 +322,7 @@ async fn fetch_range(
 ) -> Result<Vec<Fetched>, SourceError> {
     let want = count.max(1);
     let mut size = want;
+    let mut throttled = 0u32;
     let mut out: Vec<Fetched> = Vec::with_capacity(want);
     while out.len() < want {
         let ask = size.min(want - out.len());
@@ -334,9 +335,10 @@ async fn fetch_range(
                     break; // the chain ends here
                 }
             }
-            Err(Refusal::TooLarge(why)) if ask > 1 => {
+            // Too large or too slow: the same ask would fail for ever.
+            Err(Refusal::TooLarge(why) | Refusal::TimedOut(why)) if ask > 1 => {
                 size = shared.refused(ask);
-                debug!(%why, blocks = size, "node refused the batch size; asking for fewer blocks");
+                debug!(%why, blocks = size, "node refused or could not serve the batch; asking for fewer blocks");
             }
             Err(Refusal::TooLarge(why)) => {
                 return Err(SourceError::Transient(format!(
@@ -344,14 +346,42 @@ async fn fetch_range(
                     shared.rpc.host()
                 )))
             }
+            Err(Refusal::TimedOut(why)) => {
+                return Err(SourceError::Transient(format!(
+                    "node at {} cannot serve even one block's answers in time ({why}); raise \
+                     rpc.timeout_secs, or use a faster node",
+                    shared.rpc.host()
+                )))
+            }
+            // Throttled: not a size problem. Wait and ask the same again,
+            // a few times, before the watcher's own backoff takes over.
+            Err(Refusal::RateLimited(why)) => {
+                throttled += 1;
+                if throttled > RATE_LIMIT_RETRIES {
+                    return Err(SourceError::Transient(format!(
+                        "node at {} keeps throttling ({why}); lower rpc.batches_in_flight or \
+                         blocks_per_request, or raise the plan's limits",
+                        shared.rpc.host()
+                    )));
+                }
+                let wait = Duration::from_millis(500 << throttled.min(5));
+                debug!(%why, wait_ms = wait.as_millis() as u64, "node throttles; waiting");
+                tokio::time::sleep(wait).await;
+            }
             Err(Refusal::Other(e)) => return Err(e),
         }
     }
     Ok(out)
 }
 
+/// How often one range waits out a throttling provider before giving the
+/// error to the watcher (whose backoff then shows it `degraded`).
+const RATE_LIMIT_RETRIES: u32 = 5;
+
 enum Refusal {
     TooLarge(String),
+    TimedOut(String),
+    RateLimited(String),
     Other(SourceError),
 }
 
@@ -359,6 +389,9 @@ impl Shared {
     fn refusal(&self, method: &str, e: CallError) -> Refusal {
         match e {
             CallError::TooLarge(why) => Refusal::TooLarge(why),
+            CallError::TimedOut(why) => Refusal::TimedOut(why),
+            CallError::Timeout(after) => Refusal::TimedOut(format!("no answer within {after:?}")),
+            CallError::RateLimited(why) => Refusal::RateLimited(why),
             other => Refusal::Other(self.transient(method, other)),
         }
     }

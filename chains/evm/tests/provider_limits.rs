@@ -18,6 +18,10 @@ use tokio::task::JoinHandle;
 /// Most JSON-RPC calls the proxy lets through in one request.
 const LIMIT: usize = 7;
 
+/// How long [`Refusal::Silence`] keeps a request waiting: longer than the
+/// client's timeout in those tests.
+const SILENCE: Duration = Duration::from_secs(3);
+
 /// How the proxy says no to a request of more than [`LIMIT`] calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Refusal {
@@ -30,7 +34,20 @@ enum Refusal {
     /// -32600 "batch too large" error under the first call's id, and no
     /// answer for the other calls.
     GethStyle,
+    /// No answer before the client's timeout, as a node (or a hosted
+    /// provider) does with a batch too heavy to serve in time.
+    Silence,
+    /// geth's `-32002 request timed out` for every call of the batch.
+    GethTimeout,
+    /// No size limit, but every [`THROTTLE_EVERY`]th request is answered
+    /// HTTP 429 `Too Many Requests`, `Retry-After: 1`, as a hosted
+    /// provider's rate limit does.
+    Throttle,
 }
+
+/// How the proxy throttles: every `every`th request, whatever its size, is
+/// answered HTTP 429 `Too Many Requests` with `Retry-After: 1`.
+const THROTTLE_EVERY: usize = 5;
 
 /// What the proxy saw, in the order it arrived.
 #[derive(Debug, Default)]
@@ -133,10 +150,16 @@ async fn serve(
         let reason = match status {
             200 => "OK",
             413 => "Payload Too Large",
+            429 => "Too Many Requests",
             _ => "Whatever",
         };
+        let retry = if status == 429 {
+            "retry-after: 1\r\n"
+        } else {
+            ""
+        };
         let mut out = format!(
-            "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n{retry}content-length: {}\r\n\r\n",
             answer.len()
         )
         .into_bytes();
@@ -166,7 +189,11 @@ async fn answer(
         Value::Array(calls) => calls.iter().collect(),
         single => vec![single],
     };
-    let refused = calls.len() > LIMIT;
+    let asked_before = seen.lock().unwrap().requests.len();
+    let refused = match refusal {
+        Refusal::Throttle => (asked_before + 1).is_multiple_of(THROTTLE_EVERY),
+        _ => calls.len() > LIMIT,
+    };
     {
         let mut seen = seen.lock().unwrap();
         seen.requests.push((calls.len(), !refused));
@@ -193,6 +220,18 @@ async fn answer(
             }
             Refusal::GethStyle => {
                 let errors = [error(&calls[0]["id"], -32600, "batch too large")];
+                (200, serde_json::to_vec(&errors).unwrap())
+            }
+            Refusal::Silence => {
+                tokio::time::sleep(SILENCE).await;
+                (504, Vec::new())
+            }
+            Refusal::Throttle => (429, b"Too Many Requests".to_vec()),
+            Refusal::GethTimeout => {
+                let errors: Vec<Value> = calls
+                    .iter()
+                    .map(|c| error(&c["id"], -32002, "request timed out"))
+                    .collect();
                 (200, serde_json::to_vec(&errors).unwrap())
             }
         });
@@ -315,7 +354,11 @@ async fn catches_up_behind_a_provider_that_refuses(refusal: Refusal) {
             traces: true,
             blocks_per_request: 50,
             batches_in_flight: 2,
-            request_timeout: Duration::from_secs(10),
+            request_timeout: if refusal == Refusal::Silence {
+                Duration::from_secs(1)
+            } else {
+                Duration::from_secs(10)
+            },
             ..EvmConfig::default()
         },
         Arc::new(watch),
@@ -325,7 +368,7 @@ async fn catches_up_behind_a_provider_that_refuses(refusal: Refusal) {
     // Every block from the genesis on, each once, without an error: a
     // refusal the source does not adapt to fails the test here, a stall
     // at the timeout.
-    let (tip, blocks) = tokio::time::timeout(Duration::from_secs(20), async {
+    let (tip, blocks) = tokio::time::timeout(Duration::from_secs(60), async {
         let tip = src.tip().await.unwrap();
         let mut blocks = Vec::new();
         for h in 0..=tip.height {
@@ -372,6 +415,17 @@ async fn catches_up_behind_a_provider_that_refuses(refusal: Refusal) {
     let seen = proxy.seen();
     let refused = seen.refused();
     let forwarded = seen.forwarded();
+    if refusal == Refusal::Throttle {
+        // Throttling is no size limit: batches were never shrunk for it.
+        assert!(
+            !refused.is_empty(),
+            "the provider throttled: {:?}",
+            seen.requests
+        );
+        assert!(forwarded.iter().any(|n| *n > LIMIT), "{forwarded:?}");
+        assert!(refused.iter().all(|n| *n > LIMIT || *n <= 2), "{refused:?}");
+        return;
+    }
     let mut heights = seen.heights.clone();
     heights.sort_unstable();
     let asked = heights.len();
@@ -412,4 +466,25 @@ async fn batches_shrink_when_the_provider_answers_an_error_per_call() {
 #[tokio::test]
 async fn batches_shrink_when_the_provider_answers_like_geth() {
     catches_up_behind_a_provider_that_refuses(Refusal::GethStyle).await;
+}
+
+/// A client timeout on a big batch halves it, as a size refusal does: the
+/// same size asked again would time out for ever.
+#[tokio::test]
+async fn batches_shrink_when_the_provider_times_out_on_big_ones() {
+    catches_up_behind_a_provider_that_refuses(Refusal::Silence).await;
+}
+
+/// geth's own "request timed out" (-32002) halves the batch too.
+#[tokio::test]
+async fn batches_shrink_when_geth_answers_request_timed_out() {
+    catches_up_behind_a_provider_that_refuses(Refusal::GethTimeout).await;
+}
+
+/// A provider that throttles one request in five (HTTP 429, `Retry-After:
+/// 1`) is waited out: throttling is not read as "too large", batches are
+/// not shrunk for it, and nothing is missed.
+#[tokio::test]
+async fn a_throttling_provider_is_waited_out_without_shrinking_batches() {
+    catches_up_behind_a_provider_that_refuses(Refusal::Throttle).await;
 }
