@@ -520,7 +520,14 @@ async fn fetch_batch(shared: &Shared, from: u64, count: usize) -> Result<Vec<Fet
     }
     let mut out = Vec::with_capacity(blocks.len());
     for ((block, logs), traces) in blocks.into_iter().zip(log_answers).zip(trace_answers) {
-        let logs = logs.map_err(|e| shared.refusal("eth_getLogs", e))?;
+        let mut logs = logs.map_err(|e| shared.refusal("eth_getLogs", e))?;
+        if let Some(why) = logs_contradict_bloom(&block, &logs, &shared.cfg.tokens) {
+            // A node that did not know the block yet (behind a load
+            // balancer, reth and Besu by hash, Erigon's race) answers
+            // nothing rather than an error. The receipts say what is there.
+            debug!(block = %block.hash, %why, "eth_getLogs answer refused; reading the block's receipts");
+            logs = transfer_logs_from_receipts(shared, &block, &why).await?;
+        }
         let traces = traces
             .transpose()
             .map_err(|e| shared.refusal("debug_traceBlockByHash", e))?;
@@ -532,6 +539,71 @@ async fn fetch_batch(shared: &Shared, from: u64, count: usize) -> Result<Vec<Fet
         });
     }
     Ok(out)
+}
+
+/// Why an `eth_getLogs` answer cannot be the block's Transfer logs, by what
+/// the block's `logsBloom` says: none at all where the bloom has the
+/// Transfer event, or none from a configured token contract the bloom names.
+/// `None` when the answer fits (or the node gave no bloom).
+fn logs_contradict_bloom(block: &RpcBlock, logs: &[RpcLog], tokens: &Tokens) -> Option<String> {
+    use alloy_primitives::BloomInput;
+    let bloom = block.logs_bloom.as_ref()?;
+    if !bloom.contains_input(BloomInput::Raw(TRANSFER_TOPIC.as_slice())) {
+        return None;
+    }
+    if logs.is_empty() {
+        return Some("no Transfer log, where the block's logsBloom has the Transfer event".into());
+    }
+    tokens.contracts().find_map(|(contract, asset)| {
+        (bloom.contains_input(BloomInput::Raw(contract.as_slice()))
+            && !logs.iter().any(|l| l.address == *contract))
+        .then(|| {
+            format!(
+                "no log of the {asset} contract {contract:#x}, which the block's logsBloom names"
+            )
+        })
+    })
+}
+
+/// The block's Transfer logs, read from its receipts
+/// (`eth_getBlockReceipts`), when its `eth_getLogs` answer was refused.
+async fn transfer_logs_from_receipts(
+    shared: &Shared,
+    block: &RpcBlock,
+    why: &str,
+) -> Result<Vec<RpcLog>, Refusal> {
+    let receipts: Option<Vec<RpcReceipt>> = shared
+        .rpc
+        .call("eth_getBlockReceipts", (block.hash,))
+        .await
+        .map_err(|e| shared.refusal("eth_getBlockReceipts", e))?;
+    let refused = |detail: String| {
+        Refusal::Other(SourceError::Transient(format!(
+            "node at {}: eth_getLogs for block {:#x} gave {why}, and its receipts {detail}; \
+             asking again",
+            shared.rpc.host(),
+            block.hash
+        )))
+    };
+    let receipts = receipts.ok_or_else(|| refused("are not served".into()))?;
+    if receipts.len() != block.transactions.len()
+        || receipts
+            .iter()
+            .any(|r| r.block_hash.is_some_and(|h| h != block.hash))
+    {
+        return Err(refused(format!(
+            "do not match it ({} for {} transactions)",
+            receipts.len(),
+            block.transactions.len()
+        )));
+    }
+    // A failed transaction emits no logs, so every log here is from a
+    // successful one, as eth_getLogs would have said.
+    Ok(receipts
+        .into_iter()
+        .flat_map(|r| r.logs)
+        .filter(|l| l.topics.first() == Some(&TRANSFER_TOPIC))
+        .collect())
 }
 
 #[async_trait]

@@ -24,6 +24,10 @@ pub struct RpcBlock {
     pub parent_hash: B256,
     pub timestamp: U64,
     pub transactions: Vec<RpcTransaction>,
+    /// What the block commits its logs to: an answer about them is checked
+    /// against it.
+    #[serde(default)]
+    pub logs_bloom: Option<alloy_primitives::Bloom>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

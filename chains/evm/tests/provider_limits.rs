@@ -39,6 +39,11 @@ enum Refusal {
     Silence,
     /// geth's `-32002 request timed out` for every call of the batch.
     GethTimeout,
+    /// No size limit, but the first `eth_getLogs` for each block hash is
+    /// answered `[]` (later ones truthfully), as a node behind a load
+    /// balancer that has not seen the block yet, or reth and Besu asked for
+    /// a block hash they do not know yet.
+    EmptyLogsFirst,
     /// No size limit, but every [`THROTTLE_EVERY`]th request is answered
     /// HTTP 429 `Too Many Requests`, `Retry-After: 1`, as a hosted
     /// provider's rate limit does.
@@ -56,6 +61,8 @@ struct Seen {
     requests: Vec<(usize, bool)>,
     /// Heights asked for with `eth_getBlockByNumber` in requests let through.
     heights: Vec<u64>,
+    /// Block hashes whose logs were asked for already.
+    logs_asked: std::collections::HashSet<String>,
 }
 
 impl Seen {
@@ -192,8 +199,12 @@ async fn answer(
     let asked_before = seen.lock().unwrap().requests.len();
     let refused = match refusal {
         Refusal::Throttle => (asked_before + 1).is_multiple_of(THROTTLE_EVERY),
+        Refusal::EmptyLogsFirst => false,
         _ => calls.len() > LIMIT,
     };
+    if refusal == Refusal::EmptyLogsFirst {
+        return lying_about_logs(&request, upstream, http, seen).await;
+    }
     {
         let mut seen = seen.lock().unwrap();
         seen.requests.push((calls.len(), !refused));
@@ -227,6 +238,7 @@ async fn answer(
                 (504, Vec::new())
             }
             Refusal::Throttle => (429, b"Too Many Requests".to_vec()),
+            Refusal::EmptyLogsFirst => unreachable!("answered by lying_about_logs"),
             Refusal::GethTimeout => {
                 let errors: Vec<Value> = calls
                     .iter()
@@ -246,6 +258,48 @@ async fn answer(
     let status = response.status().as_u16();
     let answer = response.bytes().await.map_err(|e| format!("anvil: {e}"))?;
     Ok((status, answer.to_vec()))
+}
+
+/// Anvil's answer, but each call's first `eth_getLogs` for a block hash
+/// answered `[]` in place.
+async fn lying_about_logs(
+    request: &Value,
+    upstream: &str,
+    http: &reqwest_alloy::Client,
+    seen: &Mutex<Seen>,
+) -> Result<(u16, Vec<u8>), String> {
+    let response = http
+        .post(upstream)
+        .json(request)
+        .send()
+        .await
+        .map_err(|e| format!("anvil: {e}"))?;
+    let mut answer: Value = response.json().await.map_err(|e| format!("anvil: {e}"))?;
+    let calls: Vec<Value> = match request {
+        Value::Array(calls) => calls.clone(),
+        single => vec![single.clone()],
+    };
+    let mut seen = seen.lock().unwrap();
+    seen.requests.push((calls.len(), true));
+    let answers: Vec<&mut Value> = match &mut answer {
+        Value::Array(a) => a.iter_mut().collect(),
+        single => vec![single],
+    };
+    for a in answers {
+        let Some(call) = calls.iter().find(|c| c["id"] == a["id"]) else {
+            continue;
+        };
+        if call["method"] == "eth_getLogs" {
+            let hash = call["params"][0]["blockHash"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned();
+            if seen.logs_asked.insert(hash) {
+                a["result"] = json!([]);
+            }
+        }
+    }
+    Ok((200, serde_json::to_vec(&answer).unwrap()))
 }
 
 const W1: &str = "0x00000000000000000000000000000000000000aa";
@@ -415,6 +469,10 @@ async fn catches_up_behind_a_provider_that_refuses(refusal: Refusal) {
     let seen = proxy.seen();
     let refused = seen.refused();
     let forwarded = seen.forwarded();
+    if refusal == Refusal::EmptyLogsFirst {
+        // Every payment was found above, the tokens' included.
+        return;
+    }
     if refusal == Refusal::Throttle {
         // Throttling is no size limit: batches were never shrunk for it.
         assert!(
@@ -487,4 +545,12 @@ async fn batches_shrink_when_geth_answers_request_timed_out() {
 #[tokio::test]
 async fn a_throttling_provider_is_waited_out_without_shrinking_batches() {
     catches_up_behind_a_provider_that_refuses(Refusal::Throttle).await;
+}
+
+/// An empty `eth_getLogs` answer is checked against the block's own
+/// `logsBloom`: a block whose bloom says Transfer logs may be there is not
+/// taken as holding none, and no token payment is missed.
+#[tokio::test]
+async fn an_empty_logs_answer_the_block_bloom_contradicts_is_not_trusted() {
+    catches_up_behind_a_provider_that_refuses(Refusal::EmptyLogsFirst).await;
 }
