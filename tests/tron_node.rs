@@ -493,3 +493,36 @@ async fn a_tron_node_without_its_solidity_port_is_refused_by_name() {
     assert!(!e.is_transient(), "retrying cannot fix it: {e}");
     assert!(e.to_string().contains("rpc.solidity_url"), "{e}");
 }
+
+/// A Lite FullNode closes the history queries paywatch reads unless
+/// `openHistoryQueryWhenLiteFN` is set: retrying never helps, so the watcher
+/// halts naming the node setting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lite_fullnode_halts_the_watcher_naming_the_node_setting() {
+    let w = tron_world(TronOptions::default()).await;
+    let i = w.daemon.create_in("USDT", "order", "lite", "100").await;
+    w.node.set_fault(Fault::LiteFullNode);
+    w.pay_usdt(&i.address, USDT_FOR_100_USD);
+    w.node.mine(1).unwrap();
+    let s = w.daemon.wait_chain_state("halted").await;
+    let why = s.last_error.unwrap_or_default();
+    assert!(why.contains("openHistoryQueryWhenLiteFN"), "{why}");
+}
+
+/// `storage.transHistory.switch = off` gives empty transaction infos for
+/// every block: token payments would vanish. The watcher halts naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_keeping_no_transaction_history_halts_the_watcher_naming_the_switch() {
+    let w = tron_world(TronOptions::default()).await;
+    let i = w
+        .daemon
+        .create_in("USDT", "order", "no-history", "100")
+        .await;
+    w.node.set_fault(Fault::NoTransactionHistory);
+    w.pay_usdt(&i.address, USDT_FOR_100_USD);
+    w.node.mine(1).unwrap();
+    let s = w.daemon.wait_chain_state("halted").await;
+    let why = s.last_error.unwrap_or_default();
+    assert!(why.contains("transHistory"), "{why}");
+    assert_eq!(w.daemon.count("SELECT COUNT(*) FROM transfers").await, 0);
+}

@@ -140,6 +140,14 @@ pub enum Fault {
     /// either), and `GetTransactionInfoByBlockNum(n)` answers the infos of
     /// block n − 1. Transactions by id answer normally.
     Disconnected,
+    /// A Lite FullNode without `openHistoryQueryWhenLiteFN`: the history
+    /// queries (blocks by number, block ranges, infos by block) are closed
+    /// with `UNAVAILABLE`, "this API is closed because this node is a lite
+    /// fullnode", as java-tron's `LiteFnQueryGrpcInterceptor` does.
+    LiteFullNode,
+    /// `storage.transHistory.switch = off`: `GetTransactionInfoByBlockNum`
+    /// answers an empty list for every block, transactions or not.
+    NoTransactionHistory,
 }
 
 /// How to start a [`TronNode`].

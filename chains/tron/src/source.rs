@@ -100,7 +100,15 @@ struct Shared {
     host: String,
     /// The node's height as last seen; read-ahead never passes it.
     known_tip: AtomicU64,
+    /// A block with transactions whose infos came back empty, and how many
+    /// times in a row: once by chance (a load balancer's lagging backend),
+    /// every time when the node keeps no transaction history.
+    empty_infos: std::sync::Mutex<(u64, u32)>,
 }
+
+/// How many times in a row a block's infos may come back empty before the
+/// node is taken to keep no transaction history.
+const EMPTY_INFOS_BEFORE_HALT: u32 = 2;
 
 fn endpoint(url: &str, timeout: Duration) -> Result<Channel, String> {
     let e = Endpoint::from_shared(url.to_owned()).map_err(|e| format!("{url}: {e}"))?;
@@ -128,6 +136,7 @@ impl TronSource {
                 watch,
                 host,
                 known_tip: AtomicU64::new(0),
+                empty_infos: std::sync::Mutex::new((0, 0)),
             }),
             ahead,
         })
@@ -145,6 +154,14 @@ impl TronSource {
         let wanted = f.infos.is_none() && may_pay(&f.block.transactions, &self.shared.watch.read());
         if wanted {
             f.infos = Some(infos_of(&self.shared, f.height).await?);
+        }
+        // Read ahead or just now: a failure clears the read-ahead, so each
+        // try asks the node again.
+        if f.infos.as_ref().is_some_and(|i| i.is_empty()) && !f.block.transactions.is_empty() {
+            return Err(self.shared.missing_infos(f).await);
+        }
+        if f.infos.is_some() {
+            self.shared.history_seen(f.height);
         }
         Ok(())
     }
@@ -201,7 +218,72 @@ impl Shared {
         room.min(want).max(u64::from(room == 0)) as usize
     }
 
+    /// A block's infos came back whole: any count of empty answers for it ends.
+    fn history_seen(&self, height: u64) {
+        let mut seen = self.empty_infos.lock().unwrap_or_else(|p| p.into_inner());
+        if seen.0 == height {
+            *seen = (0, 0);
+        }
+    }
+
+    /// A block with transactions came back without infos. A node that keeps
+    /// no transaction history (`storage.transHistory.switch = off`) answers
+    /// so by transaction id too; a lagging or inconsistent backend does not.
+    /// Only the first, seen again, halts the watcher.
+    async fn missing_infos(&self, f: &Fetched) -> SourceError {
+        let why = format!(
+            "GetTransactionInfoByBlockNum at {} answers no transaction infos for block {}, \
+             which has {} transactions",
+            self.host,
+            f.height,
+            f.block.transactions.len()
+        );
+        let txid = f.block.transactions[0].txid.clone();
+        let by_id = self
+            .wallet
+            .clone()
+            .get_transaction_info_by_id(tron_grpc::BytesMessage { value: txid })
+            .await;
+        match by_id {
+            Ok(info) if !info.get_ref().id.is_empty() => {
+                return SourceError::Transient(format!(
+                    "{why}, though it has the infos by transaction id: an inconsistent or \
+                     lagging answer; asking again"
+                ))
+            }
+            Ok(_) => {}
+            Err(e) => return self.transient("GetTransactionInfoById", e),
+        }
+        let mut seen = self.empty_infos.lock().unwrap_or_else(|p| p.into_inner());
+        *seen = if seen.0 == f.height {
+            (f.height, seen.1 + 1)
+        } else {
+            (f.height, 1)
+        };
+        if seen.1 >= EMPTY_INFOS_BEFORE_HALT {
+            return SourceError::Fatal(format!(
+                "{why}, nor by transaction id, {} times in a row: the node keeps no transaction \
+                 history (storage.transHistory.switch = off), so token payments cannot be seen. \
+                 Turn it on (the node must then resync), or point rpc.url at a node that keeps it",
+                seen.1
+            ));
+        }
+        SourceError::Transient(format!(
+            "{why}, nor by transaction id (storage.transHistory.switch = off on the node?)"
+        ))
+    }
+
     fn transient(&self, call: &str, status: tonic::Status) -> SourceError {
+        // A Lite FullNode closes history queries; asking again never helps.
+        if status.message().contains("lite fullnode") {
+            return SourceError::Fatal(format!(
+                "{call} at {}: {}: the node is a Lite FullNode, which closes the history queries \
+                 paywatch reads. Set openHistoryQueryWhenLiteFN = true in its config (node \
+                 section), or point rpc.url at a full node",
+                self.host,
+                status.message()
+            ));
+        }
         SourceError::Transient(format!(
             "{call} at {}: {} ({:?})",
             self.host,

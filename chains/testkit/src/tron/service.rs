@@ -355,8 +355,22 @@ async fn gate(shared: &Shared) -> Result<Fault, Status> {
             tokio::time::sleep(delay).await;
             Ok(fault)
         }
-        Fault::None | Fault::Disconnected => Ok(fault),
+        Fault::None | Fault::Disconnected | Fault::LiteFullNode | Fault::NoTransactionHistory => {
+            Ok(fault)
+        }
     }
+}
+
+/// The gate of a history query (by number or range), which a Lite FullNode
+/// closes.
+async fn history_gate(shared: &Shared) -> Result<Fault, Status> {
+    let fault = gate(shared).await?;
+    if fault == Fault::LiteFullNode {
+        return Err(Status::unavailable(
+            "this API is closed because this node is a lite fullnode",
+        ));
+    }
+    Ok(fault)
 }
 
 /// The highest block `view` shows.
@@ -412,7 +426,7 @@ async fn block_by_num(
     view: View,
     num: i64,
 ) -> Result<Response<pb::BlockExtention>, Status> {
-    let fault = gate(shared).await?;
+    let fault = history_gate(shared).await?;
     let block = {
         let chain = shared.read();
         chain.block(num, upto(&chain, view)).cloned()
@@ -429,7 +443,7 @@ async fn block_range(
     shared: &Shared,
     limit: pb::BlockLimit,
 ) -> Result<Response<pb::BlockListExtention>, Status> {
-    let fault = gate(shared).await?;
+    let fault = history_gate(shared).await?;
     let (start, end) = (limit.start_num, limit.end_num);
     let valid =
         end > 0 && end > start && i128::from(end) - i128::from(start) <= i128::from(BLOCK_LIMIT);
@@ -458,7 +472,10 @@ async fn infos_by_num(
     view: View,
     num: i64,
 ) -> Result<Response<pb::TransactionInfoList>, Status> {
-    let fault = gate(shared).await?;
+    let fault = history_gate(shared).await?;
+    if fault == Fault::NoTransactionHistory {
+        return Ok(Response::new(pb::TransactionInfoList::default()));
+    }
     let num = if fault == Fault::Disconnected {
         num - 1
     } else {
@@ -502,7 +519,11 @@ async fn info_by_id(
     view: View,
     txid: &[u8],
 ) -> Result<Response<pb::TransactionInfo>, Status> {
-    gate(shared).await?;
+    // GetTransactionInfoById is one of the history queries a Lite FullNode
+    // closes; without transaction history it finds nothing either.
+    if history_gate(shared).await? == Fault::NoTransactionHistory {
+        return Ok(Response::new(pb::TransactionInfo::default()));
+    }
     let Some((block, i)) = find(shared, view, txid) else {
         return Ok(Response::new(pb::TransactionInfo::default()));
     };
