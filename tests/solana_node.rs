@@ -493,3 +493,38 @@ async fn a_tip_block_not_yet_available_is_waited_for_without_degrading() {
         })
         .await;
 }
+
+/// A node without long-term storage keeps about two days of slots; a
+/// watcher down longer asks for slots it cleaned up. agave then lists
+/// produced slots only from its first available block and answers
+/// `getBlock` below it with `-32001 … cleaned up`. Payments in the gap
+/// would be lost silently if the watcher skipped ahead, so it halts and
+/// names the gap instead of retrying forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watcher_behind_the_nodes_retention_halts_naming_the_gap() {
+    let mut w = solana_world(SolanaOptions::default()).await;
+    let i = w.daemon.order("retention", "100").await;
+    let start = w.node.slots().1;
+    w.daemon.wait_cursor(start).await;
+    w.daemon.stop().await;
+    w.pay_sol(&i.address, SOL_FOR_100_USD);
+    for _ in 0..40 {
+        w.confirm();
+    }
+    w.finalize();
+    let first = w.node.slots().1 - 10;
+    w.node.forget_below(first);
+
+    w.daemon.start_again().await;
+    let s = w.daemon.wait_chain_state("halted").await;
+    let e = s.last_error.unwrap_or_default();
+    assert!(
+        e.contains(&format!("first available block is {first}")) && e.contains("history"),
+        "the halt names the gap and the remedy: {e}"
+    );
+    assert_eq!(
+        w.daemon.count("SELECT COUNT(*) FROM settlements").await,
+        0,
+        "nothing past the gap was taken as complete"
+    );
+}

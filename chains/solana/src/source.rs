@@ -342,10 +342,33 @@ impl Shared {
             .map_err(|e| {
                 let why = match e {
                     AnswerError::NoResult => format!("no block at slot {slot}"),
+                    // Asking again never brings a cleaned-up block back.
+                    AnswerError::Rpc {
+                        code: BLOCK_CLEANED_UP,
+                        message,
+                    } => return SourceError::Fatal(self.cleaned_up(slot, &message)),
                     e => format!("slot {slot}: {e}"),
                 };
                 SourceError::Transient(format!("getBlock at {}: {why}", self.host))
             })
+    }
+
+    /// The oldest block the node still serves (`getFirstAvailableBlock`).
+    async fn first_available(&self) -> Result<u64, SourceError> {
+        self.call("getFirstAvailableBlock", json!([])).await
+    }
+
+    /// Why a watcher that needs `slot` cannot go on at this node: what it
+    /// cleaned up, and the two ways out.
+    fn cleaned_up(&self, slot: u64, node_says: &str) -> String {
+        format!(
+            "the node at {} no longer has slot {slot} ({node_says}): paywatch needs every \
+             block from slot {slot} on, and payments in the gap would be lost if it skipped \
+             ahead. Point rpc.url at a node or provider that keeps history back to slot \
+             {slot} (agave with --enable-rpc-bigtable-ledger-storage, or an archive \
+             provider) and restart",
+            self.host
+        )
     }
 
     /// `getBlock`, the node's own refusal kept apart from a failed request.
@@ -467,6 +490,18 @@ async fn fetch_range(
             Some(prev) => header.parent_slot == prev,
             None => header.parent_slot < from || (header.slot == 0 && from == 0),
         };
+        if !consistent && last_produced.is_none() {
+            // A node without long-term storage lists produced slots only
+            // from its first available block: a watcher behind that finds
+            // its window starting too late, not an inconsistent node.
+            let first = shared.first_available().await?;
+            if from < first {
+                return Err(SourceError::Fatal(shared.cleaned_up(
+                    from,
+                    &format!("its first available block is {first}"),
+                )));
+            }
+        }
         if !consistent {
             return Err(SourceError::Transient(format!(
                 "{}: block {} at slot {} has parent slot {}, but the produced slots listed from \
@@ -575,6 +610,10 @@ impl BlockSource for SolanaSource {
 }
 
 /// A node's way of saying a block exists but is not served yet.
+/// agave's `RpcCustomError::BlockCleanedUp`: the slot is older than the
+/// node's ledger keeps.
+const BLOCK_CLEANED_UP: i64 = -32001;
+
 fn not_yet(e: &AnswerError) -> bool {
     matches!(
         e,

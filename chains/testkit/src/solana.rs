@@ -243,6 +243,14 @@ impl SolanaNode {
         lock(&self.shared).fault = fault;
     }
 
+    /// Cleans every slot below `slot` out of the node's ledger, as a node
+    /// without long-term storage does past its retention: `getBlock` on
+    /// them answers agave's `-32001 … cleaned up`, `getBlocksWithLimit`
+    /// silently starts at `slot`, `getFirstAvailableBlock` answers `slot`.
+    pub fn forget_below(&self, slot: u64) {
+        lock(&self.shared).ledger.first_available = slot;
+    }
+
     /// The fault in force: a counted one returns to `None` once used up.
     pub fn fault(&self) -> SolanaFault {
         lock(&self.shared).fault.clone()

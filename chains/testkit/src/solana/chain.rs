@@ -61,6 +61,9 @@ pub(crate) struct Ledger {
     pub(crate) finalized_slot: u64,
     /// The blockhash transactions sign against now (getLatestBlockhash).
     pub(crate) latest_blockhash: String,
+    /// Slots below this were cleaned out of the node's ledger (no
+    /// long-term storage): `getFirstAvailableBlock`.
+    pub(crate) first_available: u64,
 }
 
 impl Ledger {

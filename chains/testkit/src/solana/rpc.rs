@@ -193,6 +193,7 @@ fn handle(l: &Ledger, req: &Value) -> Value {
             },
         })),
         "getHealth" => Ok(json!("ok")),
+        "getFirstAvailableBlock" => Ok(json!(l.first_available)),
         "getVersion" => Ok(json!({"solana-core": "3.1.14", "feature-set": 0u32})),
         m => Err((-32601, format!("Method not found: {m}"))),
     };
@@ -279,6 +280,8 @@ fn get_blocks_with_limit(l: &Ledger, p: &[Value]) -> Result<Value, RpcErr> {
     let cfg = p.get(2);
     at_least_confirmed(cfg)?;
     let tip = tip(l, cfg)?;
+    // A node without long-term storage lists from what it still has.
+    let start = start.max(l.first_available);
     if tip < start {
         return Ok(json!([]));
     }
@@ -321,6 +324,16 @@ fn get_block(l: &Ledger, p: &[Value]) -> Result<Value, RpcErr> {
     let tip = tip(l, cfg.filter(|c| c.is_object()))?;
     if slot > tip {
         return Err((-32004, format!("Block not available for slot {slot}")));
+    }
+    if slot < l.first_available {
+        // agave's RpcCustomError::BlockCleanedUp.
+        return Err((
+            -32001,
+            format!(
+                "Block {slot} cleaned up, does not exist on node. First available block: {}",
+                l.first_available
+            ),
+        ));
     }
     let Some(b) = l.blocks.get(&slot) else {
         return Err((
