@@ -12,6 +12,9 @@ use paywatch_utxo as utxo;
 use crate::intents::AddressDeriver;
 use crate::settings::NetworkSettings;
 
+/// Public Solana endpoints allow 40 requests per 10 s per method and IP.
+const SOLANA_REQUESTS_PER_SECOND: u32 = 10;
+
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ChainSetupError {
@@ -169,6 +172,7 @@ fn evm_source(
         blocks_per_request: ns.rpc.blocks_per_request.max(1),
         batches_in_flight: ns.rpc.batches_in_flight.max(1),
         request_timeout: std::time::Duration::from_secs(ns.rpc.timeout_secs.max(1)),
+        requests_per_second: ns.rpc.requests_per_second.unwrap_or(0),
     };
     evm::EvmSource::new(cfg, watch).map_err(|e| match e {
         evm::EvmSetupError::Url(why) => invalid("rpc.url", why),
@@ -248,7 +252,10 @@ fn solana_source(
     let cfg = solana::SolanaConfig {
         url: ns.rpc.url.clone(),
         genesis_hash: ns.rpc.genesis_hash.clone().filter(|h| !h.is_empty()),
-        max_requests_per_second: ns.rpc.requests_per_second,
+        max_requests_per_second: ns
+            .rpc
+            .requests_per_second
+            .unwrap_or(SOLANA_REQUESTS_PER_SECOND),
         blocks_per_request: ns
             .rpc
             .blocks_per_request

@@ -196,10 +196,11 @@ pub struct RpcSettings {
     /// Tron: the WalletSolidity gRPC endpoint (java-tron port 50061) that
     /// says which blocks are solidified; `url`'s own service when unset.
     pub solidity_url: Option<String>,
-    /// Solana: requests started per second at most (public RPC endpoints
-    /// rate-limit; a 429's Retry-After is honoured besides). 0: no limit.
-    #[serde(default = "requests_per_second")]
-    pub requests_per_second: u32,
+    /// Solana and Ethereum: HTTP requests started per second at most
+    /// (public endpoints and hosted providers rate-limit; a 429's
+    /// Retry-After is honoured besides). 0: no limit. Unset: 10 on Solana,
+    /// no limit on Ethereum (a batch is one request).
+    pub requests_per_second: Option<u32>,
     /// Solana: the cluster's genesis hash the node must serve.
     pub genesis_hash: Option<String>,
     /// Ethereum: batched requests in flight while catching up.
@@ -245,10 +246,6 @@ fn batches_in_flight() -> usize {
     2
 }
 
-fn requests_per_second() -> u32 {
-    10
-}
-
 fn max_connections() -> usize {
     1024
 }
@@ -263,7 +260,7 @@ impl Default for RpcSettings {
             url: String::new(),
             ws_url: None,
             solidity_url: None,
-            requests_per_second: requests_per_second(),
+            requests_per_second: None,
             genesis_hash: None,
             batches_in_flight: batches_in_flight(),
             timeout_secs: timeout_secs(),

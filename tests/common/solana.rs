@@ -62,7 +62,7 @@ pub fn solana_settings(db_url: &str, node: &SolanaNode, o: &SolanaOptions) -> Se
     n.enabled = true;
     n.source = "node".into();
     n.rpc.url = node.url();
-    n.rpc.requests_per_second = 0;
+    n.rpc.requests_per_second = Some(0);
     n.rpc.timeout_secs = 5;
     n.poll_interval_ms = 100;
     s

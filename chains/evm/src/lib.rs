@@ -10,6 +10,7 @@ pub use alloy_primitives::Address;
 pub use derive::{AccountKey, Bip44Coin, DeriveError, ETHEREUM};
 mod extract;
 mod heads;
+mod paced_http;
 mod rpc;
 mod scan;
 mod source;

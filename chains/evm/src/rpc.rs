@@ -52,7 +52,8 @@ impl std::fmt::Debug for Rpc {
 }
 
 impl Rpc {
-    pub fn http(url: &str, timeout: Duration) -> Result<Rpc, String> {
+    /// `requests_per_second` zero: no pacing of our own.
+    pub fn http(url: &str, timeout: Duration, requests_per_second: u32) -> Result<Rpc, String> {
         let parsed: reqwest_alloy::Url = url
             .parse()
             .map_err(|e| format!("'{}' is not a URL: {e}", shown_host(url)))?;
@@ -67,9 +68,17 @@ impl Rpc {
             .timeout(timeout)
             .build()
             .map_err(|e| format!("HTTP client for {}: {e}", shown_host(url)))?;
+        let host = shown_host(url);
+        let is_local = alloy_transport::utils::guess_local_url(parsed.as_str());
+        let transport = crate::paced_http::PacedHttp::new(
+            http,
+            parsed,
+            std::sync::Arc::new(paywatch_core::Pacer::new(requests_per_second)),
+            host.clone(),
+        );
         Ok(Rpc {
-            host: shown_host(url),
-            client: RpcClient::new_http_with_client(http, parsed),
+            host,
+            client: RpcClient::new(transport, is_local),
             timeout,
         })
     }

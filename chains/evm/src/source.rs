@@ -49,6 +49,9 @@ pub struct EvmConfig {
     /// Batches fetched ahead while the watcher writes.
     pub batches_in_flight: usize,
     pub request_timeout: Duration,
+    /// HTTP requests started per second at most (a batch is one); 0: no
+    /// limit of our own. A 429's `Retry-After` is honoured besides.
+    pub requests_per_second: u32,
 }
 
 impl Default for EvmConfig {
@@ -63,6 +66,7 @@ impl Default for EvmConfig {
             blocks_per_request: 50,
             batches_in_flight: 2,
             request_timeout: Duration::from_secs(30),
+            requests_per_second: 0,
         }
     }
 }
@@ -120,7 +124,8 @@ pub enum EvmSetupError {
 
 impl EvmSource {
     pub fn new(cfg: EvmConfig, watch: Arc<WatchSet>) -> Result<EvmSource, EvmSetupError> {
-        let rpc = Rpc::http(&cfg.url, cfg.request_timeout).map_err(EvmSetupError::Url)?;
+        let rpc = Rpc::http(&cfg.url, cfg.request_timeout, cfg.requests_per_second)
+            .map_err(EvmSetupError::Url)?;
         let heads = match &cfg.ws_url {
             Some(url) => Some(HeadTrigger::new(url).map_err(EvmSetupError::WsUrl)?),
             None => None,
@@ -359,8 +364,8 @@ async fn fetch_range(
                 throttled += 1;
                 if throttled > RATE_LIMIT_RETRIES {
                     return Err(SourceError::Transient(format!(
-                        "node at {} keeps throttling ({why}); lower rpc.batches_in_flight or \
-                         blocks_per_request, or raise the plan's limits",
+                        "node at {} keeps throttling ({why}); set rpc.requests_per_second to \
+                         the plan's rate, lower rpc.batches_in_flight, or raise the plan's limits",
                         shared.rpc.host()
                     )));
                 }

@@ -4,7 +4,7 @@
 //! block with every payment, and never fail or stall on the refusals.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use paywatch_core::{Asset, AssetId, BlockSource, Network, WatchSet};
 use paywatch_evm::{parse_address, watch_key, EvmConfig, EvmSource, Tokens};
@@ -45,14 +45,21 @@ enum Refusal {
     /// a block hash they do not know yet.
     EmptyLogsFirst,
     /// No size limit, but every [`THROTTLE_EVERY`]th request is answered
-    /// HTTP 429 `Too Many Requests`, `Retry-After: 1`, as a hosted
-    /// provider's rate limit does.
+    /// HTTP 429 `Too Many Requests` with a `Retry-After` of
+    /// [`RETRY_AFTER`] seconds, as a hosted provider's rate limit does.
     Throttle,
+    /// Every request let through: the provider only watches the pace.
+    Nothing,
 }
 
 /// How the proxy throttles: every `every`th request, whatever its size, is
-/// answered HTTP 429 `Too Many Requests` with `Retry-After: 1`.
+/// answered HTTP 429 `Too Many Requests` with `Retry-After: RETRY_AFTER`.
 const THROTTLE_EVERY: usize = 5;
+
+/// Seconds the throttling proxy asks the client to wait: longer than the
+/// source's own first backoff, so only a client that reads the header waits
+/// long enough.
+const RETRY_AFTER: u64 = 3;
 
 /// What the proxy saw, in the order it arrived.
 #[derive(Debug, Default)]
@@ -63,6 +70,8 @@ struct Seen {
     heights: Vec<u64>,
     /// Block hashes whose logs were asked for already.
     logs_asked: std::collections::HashSet<String>,
+    /// When each request arrived, and whether it was let through.
+    arrivals: Vec<(Instant, bool)>,
 }
 
 impl Seen {
@@ -161,9 +170,9 @@ async fn serve(
             _ => "Whatever",
         };
         let retry = if status == 429 {
-            "retry-after: 1\r\n"
+            format!("retry-after: {RETRY_AFTER}\r\n")
         } else {
-            ""
+            String::new()
         };
         let mut out = format!(
             "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n{retry}content-length: {}\r\n\r\n",
@@ -199,7 +208,7 @@ async fn answer(
     let asked_before = seen.lock().unwrap().requests.len();
     let refused = match refusal {
         Refusal::Throttle => (asked_before + 1).is_multiple_of(THROTTLE_EVERY),
-        Refusal::EmptyLogsFirst => false,
+        Refusal::EmptyLogsFirst | Refusal::Nothing => false,
         _ => calls.len() > LIMIT,
     };
     if refusal == Refusal::EmptyLogsFirst {
@@ -208,6 +217,7 @@ async fn answer(
     {
         let mut seen = seen.lock().unwrap();
         seen.requests.push((calls.len(), !refused));
+        seen.arrivals.push((Instant::now(), !refused));
         if !refused {
             seen.heights.extend(
                 calls
@@ -239,6 +249,7 @@ async fn answer(
             }
             Refusal::Throttle => (429, b"Too Many Requests".to_vec()),
             Refusal::EmptyLogsFirst => unreachable!("answered by lying_about_logs"),
+            Refusal::Nothing => unreachable!("nothing is refused"),
             Refusal::GethTimeout => {
                 let errors: Vec<Value> = calls
                     .iter()
@@ -393,6 +404,12 @@ async fn chain(node: &AnvilNode) -> (Tokens, Vec<Payment>) {
 }
 
 async fn catches_up_behind_a_provider_that_refuses(refusal: Refusal) {
+    catch_up(refusal, 0).await;
+}
+
+/// Every block read through the proxy, the source pacing itself at
+/// `requests_per_second` (0: no pacing); what the proxy saw.
+async fn catch_up(refusal: Refusal, requests_per_second: u32) -> Seen {
     let node = AnvilNode::start(AnvilOptions::default())
         .await
         .unwrap_or_else(|e| panic!("anvil: {e}"));
@@ -413,6 +430,7 @@ async fn catches_up_behind_a_provider_that_refuses(refusal: Refusal) {
             } else {
                 Duration::from_secs(10)
             },
+            requests_per_second,
             ..EvmConfig::default()
         },
         Arc::new(watch),
@@ -466,12 +484,12 @@ async fn catches_up_behind_a_provider_that_refuses(refusal: Refusal) {
     expected.sort();
     assert_eq!(found, expected, "{refusal:?}");
 
-    let seen = proxy.seen();
+    let seen = std::mem::take(&mut *proxy.seen());
     let refused = seen.refused();
     let forwarded = seen.forwarded();
-    if refusal == Refusal::EmptyLogsFirst {
+    if matches!(refusal, Refusal::EmptyLogsFirst | Refusal::Nothing) {
         // Every payment was found above, the tokens' included.
-        return;
+        return seen;
     }
     if refusal == Refusal::Throttle {
         // Throttling is no size limit: batches were never shrunk for it.
@@ -482,7 +500,23 @@ async fn catches_up_behind_a_provider_that_refuses(refusal: Refusal) {
         );
         assert!(forwarded.iter().any(|n| *n > LIMIT), "{forwarded:?}");
         assert!(refused.iter().all(|n| *n > LIMIT || *n <= 2), "{refused:?}");
-        return;
+        // Nothing was asked of the provider again before the wait it asked
+        // for was over (a request already on its way when the 429 went out
+        // may still arrive just after it).
+        let asked = Duration::from_secs(RETRY_AFTER) - Duration::from_millis(100);
+        for (at, _) in seen.arrivals.iter().filter(|(_, ok)| !ok) {
+            let early: Vec<Duration> = seen
+                .arrivals
+                .iter()
+                .map(|(t, _)| t.saturating_duration_since(*at))
+                .filter(|d| *d > Duration::from_millis(200) && *d < asked)
+                .collect();
+            assert!(
+                early.is_empty(),
+                "asked again {early:?} after a 429 with Retry-After: {RETRY_AFTER}"
+            );
+        }
+        return seen;
     }
     let mut heights = seen.heights.clone();
     heights.sort_unstable();
@@ -507,6 +541,7 @@ async fn catches_up_behind_a_provider_that_refuses(refusal: Refusal) {
     assert!(seen.requests.len() < 121, "{:?}", seen.requests);
     // Every height was fetched, and the one past the tip once asked for.
     assert_eq!(heights, (0..=121).collect::<Vec<u64>>());
+    seen
 }
 
 #[tokio::test]
@@ -539,12 +574,28 @@ async fn batches_shrink_when_geth_answers_request_timed_out() {
     catches_up_behind_a_provider_that_refuses(Refusal::GethTimeout).await;
 }
 
-/// A provider that throttles one request in five (HTTP 429, `Retry-After:
-/// 1`) is waited out: throttling is not read as "too large", batches are
+/// A provider that throttles one request in five (HTTP 429 with
+/// `Retry-After`) is waited out for as long as it asks: throttling is not read as "too large", batches are
 /// not shrunk for it, and nothing is missed.
 #[tokio::test]
 async fn a_throttling_provider_is_waited_out_without_shrinking_batches() {
     catches_up_behind_a_provider_that_refuses(Refusal::Throttle).await;
+}
+
+/// A provider's budget (`rpc.requests_per_second`) is kept: at 4 a
+/// second, no five requests arrive within one second, so a plan's limit is
+/// never hit in the first place.
+#[tokio::test]
+async fn requests_are_paced_to_the_providers_budget() {
+    let seen = catch_up(Refusal::Nothing, 4).await;
+    assert!(seen.arrivals.len() > 5, "{:?}", seen.requests);
+    for w in seen.arrivals.windows(5) {
+        let span = w[4].0 - w[0].0;
+        assert!(
+            span >= Duration::from_millis(950),
+            "five requests within {span:?} at 4 a second"
+        );
+    }
 }
 
 /// An empty `eth_getLogs` answer is checked against the block's own

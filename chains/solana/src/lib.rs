@@ -6,7 +6,6 @@
 mod address;
 mod answer;
 mod extract;
-mod rate;
 mod scan;
 mod source;
 

@@ -34,8 +34,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use paywatch_core::{
-    AtHeight, BlockRef, BlockSource, FetchRange, Network, ReadAhead, SourceBlock, SourceError,
-    WatchSet,
+    AtHeight, BlockRef, BlockSource, FetchRange, Network, Pacer, ReadAhead, SourceBlock,
+    SourceError, WatchSet,
 };
 use reqwest::header::RETRY_AFTER;
 use reqwest::StatusCode;
@@ -47,7 +47,6 @@ use tokio::task::JoinSet;
 use tracing::{debug, warn};
 
 use crate::answer::{decode_answer, decode_get_block, AnswerError};
-use crate::rate::Pacer;
 use crate::scan::scan_block;
 
 /// The wait after a 429 that names none (or one we cannot read).

@@ -1,4 +1,4 @@
-//! Pacing of requests to one node: at most `per_second` requests start in
+//! Pacing of requests to one node or provider: at most `per_second` requests start in
 //! any second (a token bucket holding one token), and a pause the node asked
 //! for (HTTP 429 with `Retry-After`) holds back every request until it ends.
 
@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 #[derive(Debug)]
-pub(crate) struct Pacer {
+pub struct Pacer {
     /// Zero when unlimited.
     interval: Duration,
     state: Mutex<State>,
@@ -24,7 +24,7 @@ struct State {
 
 impl Pacer {
     /// `per_second` zero means no limit of our own.
-    pub(crate) fn new(per_second: u32) -> Pacer {
+    pub fn new(per_second: u32) -> Pacer {
         let interval = match per_second {
             0 => Duration::ZERO,
             n => Duration::from_secs(1) / n,
@@ -44,7 +44,7 @@ impl Pacer {
     }
 
     /// Waits for this request's turn.
-    pub(crate) async fn acquire(&self) {
+    pub async fn acquire(&self) {
         let mut at = {
             let mut s = self.state();
             let at = s.next.max(Instant::now()).max(s.paused_until);
@@ -63,7 +63,7 @@ impl Pacer {
     }
 
     /// Nothing starts for `wait` from now.
-    pub(crate) fn pause(&self, wait: Duration) {
+    pub fn pause(&self, wait: Duration) {
         let until = Instant::now() + wait;
         let mut s = self.state();
         if s.paused_until < until {
