@@ -104,6 +104,8 @@ fn source(a: &Args, watch: Arc<WatchSet>) -> anyhow::Result<EvmSource> {
         blocks_per_request: a.blocks_per_request,
         batches_in_flight: a.batches_in_flight,
         request_timeout: Duration::from_secs(60),
+        // A local node: no provider budget to keep under.
+        requests_per_second: 0,
     };
     Ok(EvmSource::new(cfg, watch)?)
 }
