@@ -263,6 +263,7 @@ impl Watcher {
             self.cursor_stale = false;
         }
         self.refresh_watch_set(s).await?;
+        self.queue_missed_rescan(s).await?;
         // Between two polls, so a rescan never holds the tip back by more
         // than one batch of blocks.
         let rescanning = self.rescan_step(s).await?;

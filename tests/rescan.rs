@@ -37,6 +37,7 @@ on_both_databases!(
     a_rescan_outside_what_was_read_is_refused_and_a_pending_one_is_the_answer,
     a_block_the_node_replaced_is_left_to_the_reorg_and_ends_the_rescan,
     the_rescan_endpoints_answer_operators_only,
+    a_block_the_source_learned_late_was_incomplete_is_read_again,
 );
 
 /// A rescan reads this many blocks between two polls.
@@ -510,4 +511,66 @@ async fn the_rescan_endpoints_answer_operators_only(b: Backend) {
         .await;
     assert_eq!(st, StatusCode::OK);
     assert_eq!(listed["rescans"], json!([first]));
+}
+
+/// The Electrum source builds a block from address histories, and the news
+/// that an address's history changed can come after the block was read.
+/// When the source says so, the watcher queues a rescan from that block (so
+/// it survives a restart) and records the payment at its block, once.
+async fn a_block_the_source_learned_late_was_incomplete_is_read_again(b: Backend) {
+    let mut h = Harness::new(b, Network::Litecoin, 1).await;
+    h.import_pool(1).await;
+    let order = h.create("order", "r-1", "LTC", "100").await;
+    let running = start(&h);
+
+    let late = h.pay(&order.address, Asset::Ltc, order.amount_due);
+    h.chain.withhold(&late);
+    h.mine(1);
+    let paid_at = h.chain.height();
+    h.mine(3);
+    wait_cursor_at_tip(&h).await;
+    assert!(h
+        .store
+        .transfers(Some(h.network), None, 10)
+        .await
+        .unwrap()
+        .is_empty());
+
+    // The news arrives: the source now has the block whole, and says so.
+    h.chain.serve_everything();
+    h.chain.report_missed(paid_at);
+    let mut recorded = Vec::new();
+    for _ in 0..500 {
+        recorded = h.store.transfers(Some(h.network), None, 10).await.unwrap();
+        if !recorded.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(recorded.len(), 1, "the late payment is recorded");
+    assert_eq!(
+        (recorded[0].txid.as_str(), recorded[0].block_height),
+        (late.as_str(), paid_at)
+    );
+    assert_eq!(
+        h.chain.missed(),
+        None,
+        "the source was told the rescan is queued"
+    );
+    let rescans = h.store.rescans(h.network, 10).await.unwrap();
+    assert_eq!(rescans.len(), 1, "{rescans:?}");
+    assert_eq!(rescans[0].from_height, paid_at);
+    assert!(
+        rescans[0].requested_by.contains("learned late"),
+        "{rescans:?}"
+    );
+    let done = wait_finished(&h, rescans[0].id).await;
+    assert_eq!((done.transfers_seen, done.transfers_added), (1, 1));
+
+    h.mine(6);
+    wait_cursor_at_tip(&h).await;
+    h.reconciler.run_until_idle().await.unwrap();
+    assert_eq!(h.intent(order.id).await.status, Status::Paid);
+    assert_eq!(h.count("SELECT COUNT(*) FROM transfers").await, 1, "once");
+    running.stop().await;
 }

@@ -10,7 +10,10 @@ use paywatch_core::{BlockRef, BlockSource, CanonicalStream, Transfer};
 use tracing::{info, warn};
 
 use super::{Trouble, Watcher, WATCH_REFRESH_OVERLAP_MS};
-use crate::store::RescanProgress;
+use crate::store::{RescanOutcome, RescanProgress};
+
+/// Who asked, for a rescan the source asked for.
+const MISSED_BY: &str = "paywatch (the source learned late of a transfer in a block already read)";
 
 /// The most blocks one rescan for late-learned addresses reads.
 const RESCAN_LIMIT: i64 = 10_000;
@@ -117,6 +120,51 @@ impl Watcher {
             stopped = stopped.as_deref(),
             "rescanned for addresses issued elsewhere"
         );
+        Ok(())
+    }
+
+    /// A block the source handed out, and stored since, that it now knows
+    /// lacked a transfer (an Electrum server's news came after it was read):
+    /// a rescan from there is queued as an operator's would be, so it
+    /// survives a restart. While another rescan that does not cover it is
+    /// pending, the source keeps the height and this asks again next poll.
+    pub(super) async fn queue_missed_rescan<S: BlockSource>(
+        &self,
+        stream: &CanonicalStream<S>,
+    ) -> Result<(), Trouble> {
+        let source = stream.source();
+        let Some(from) = source.missed_from() else {
+            return Ok(());
+        };
+        let network = self.cfg.network;
+        let outcome = self
+            .deps
+            .store
+            .request_rescan(network, from, MISSED_BY, self.now())
+            .await?;
+        let covered = match &outcome {
+            RescanOutcome::Queued(r) => {
+                warn!(
+                    rescan = r.id,
+                    from_height = from,
+                    "the source learned of a transfer in a block already read; it is read again"
+                );
+                true
+            }
+            RescanOutcome::Pending(r) => match (r.started_at_ms, r.next_height, r.to_height) {
+                (None, _, _) => r.from_height <= from,
+                (Some(_), next, Some(to)) => next.unwrap_or(r.from_height) <= from && from <= to,
+                (Some(_), _, None) => false,
+            },
+            RescanOutcome::Refused(why) => {
+                warn!(from_height = from, error = %why,
+                    "the source learned of a transfer in a block that cannot be read again");
+                true
+            }
+        };
+        if covered {
+            source.missed_queued(from);
+        }
         Ok(())
     }
 

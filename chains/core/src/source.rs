@@ -38,6 +38,19 @@ pub trait BlockSource: Send + Sync {
     fn head_signal(&self) -> Option<std::sync::Arc<tokio::sync::Notify>> {
         None
     }
+
+    /// The lowest height of a block already handed out that the source has
+    /// since learned lacked a transfer to a watched address, with the same
+    /// hash: not a reorg, news that came late (an Electrum server tells of
+    /// an address's new history apart from the block). The watcher queues a
+    /// rescan from there, then calls [`BlockSource::missed_queued`]. A
+    /// source that reads whole blocks never misses one.
+    fn missed_from(&self) -> Option<u64> {
+        None
+    }
+
+    /// The rescan from `from` is queued: forget the heights it covers.
+    fn missed_queued(&self, _from: u64) {}
 }
 
 /// A mempool snapshot, taken while the node's best block was `tip`: it is
@@ -96,5 +109,13 @@ impl<T: BlockSource + ?Sized> BlockSource for std::sync::Arc<T> {
 
     fn head_signal(&self) -> Option<std::sync::Arc<tokio::sync::Notify>> {
         (**self).head_signal()
+    }
+
+    fn missed_from(&self) -> Option<u64> {
+        (**self).missed_from()
+    }
+
+    fn missed_queued(&self, from: u64) {
+        (**self).missed_queued(from)
     }
 }

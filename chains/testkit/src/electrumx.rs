@@ -57,6 +57,20 @@ impl Default for ElectrumXOptions {
     }
 }
 
+/// One client session, as ElectrumX accounts for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ElectrumSession {
+    /// The session's cost: each request adds to it, time takes it away.
+    /// Past 1,000 ElectrumX slows the session's requests, at 10,000 it
+    /// closes it.
+    pub cost: f64,
+    pub subscriptions: u64,
+    /// Requests received, each of a batch counted.
+    pub requests: u64,
+    pub bytes_received: u64,
+    pub bytes_sent: u64,
+}
+
 /// A running ElectrumX indexing a regtest [`LitecoinNode`].
 #[derive(Debug)]
 pub struct ElectrumX {
@@ -156,7 +170,50 @@ impl ElectrumX {
     /// `blockchain.scripthash.get_history`) on a fresh connection and
     /// returns its `result`.
     pub async fn request(&self, method: &str, params: Value) -> Result<Value, HarnessError> {
-        electrum_call(&self.tcp_address(), method, params).await
+        electrum_call(&self.tcp_address(), method, params, false).await
+    }
+
+    /// The client sessions the server holds now, oldest first, as its admin
+    /// RPC `sessions` reports them (what `electrumx_rpc sessions` prints).
+    pub async fn sessions(&self) -> Result<Vec<ElectrumSession>, HarnessError> {
+        let rows = electrum_call(&self.admin_rpc_address(), "sessions", json!([]), true).await?;
+        let bad = |detail: String| HarnessError::Electrum {
+            method: "sessions".to_owned(),
+            detail,
+        };
+        let rows = rows
+            .as_array()
+            .ok_or_else(|| bad(format!("not a list: {rows}")))?;
+        rows.iter()
+            .map(|row| {
+                let number = |i: usize| {
+                    row.get(i)
+                        .and_then(Value::as_f64)
+                        .ok_or_else(|| bad(format!("no number at {i} in {row}")))
+                };
+                // Counts arrive as JSON integers; as f64 they are exact far past any test's.
+                let count = |i: usize| number(i).map(|n| n as u64);
+                Ok(ElectrumSession {
+                    cost: number(5)?,
+                    subscriptions: count(9)?,
+                    requests: count(10)?,
+                    bytes_received: count(11)?,
+                    bytes_sent: count(13)?,
+                })
+            })
+            .collect()
+    }
+
+    /// Whether the log says the server closed a session for using too much
+    /// (ElectrumX: "closing session over res usage").
+    pub fn closed_a_session_over_cost(&self) -> bool {
+        fs::read_to_string(self.log_file()).is_ok_and(|log| log.contains("over res usage"))
+    }
+
+    /// How many requests the log says timed out waiting (ElectrumX answers
+    /// them with an error, and charges the session for it).
+    pub fn timed_out_requests(&self) -> usize {
+        fs::read_to_string(self.log_file()).map_or(0, |log| log.matches("timed out after").count())
     }
 
     /// The server's tip height (`blockchain.headers.subscribe`).
@@ -249,7 +306,7 @@ impl ElectrumX {
             self.reap();
             return Ok(());
         }
-        let _ = electrum_call(&self.admin_rpc_address(), "stop", json!([])).await;
+        let _ = electrum_call(&self.admin_rpc_address(), "stop", json!([]), true).await;
         let deadline = Instant::now() + STOP_TIMEOUT;
         while Instant::now() < deadline {
             if !self.is_running() {
@@ -299,9 +356,9 @@ impl ElectrumX {
             ("CACHE_MB", "200".into()),
             ("DAEMON_POLL_INTERVAL_BLOCKS", poll.clone()),
             ("DAEMON_POLL_INTERVAL_MEMPOOL", poll),
-            // Tests hammer one server from one address: no rate limiting.
-            ("COST_SOFT_LIMIT", "0".into()),
-            ("COST_HARD_LIMIT", "0".into()),
+            // ElectrumX's own cost limits stay on (soft 1,000, hard 10,000):
+            // a client that asks too much is slowed, then cut off, here as
+            // on any public server.
             ("PYTHONUNBUFFERED", "1".into()),
         ]
     }
@@ -349,7 +406,7 @@ impl ElectrumX {
                     self.tcp_address()
                 )));
             }
-            match electrum_call(&self.tcp_address(), "server.ping", json!([])).await {
+            match electrum_call(&self.tcp_address(), "server.ping", json!([]), false).await {
                 Ok(_) => return Ok(()),
                 Err(e) => last_error = e.to_string(),
             }
@@ -422,7 +479,12 @@ fn daemon_url(node: &LitecoinNode) -> String {
 }
 
 /// One Electrum call on a fresh connection: `server.version`, then `method`.
-async fn electrum_call(addr: &str, method: &str, params: Value) -> Result<Value, HarnessError> {
+async fn electrum_call(
+    addr: &str,
+    method: &str,
+    params: Value,
+    admin: bool,
+) -> Result<Value, HarnessError> {
     let fail = |detail: String| HarnessError::Electrum {
         method: method.to_owned(),
         detail,
@@ -434,7 +496,7 @@ async fn electrum_call(addr: &str, method: &str, params: Value) -> Result<Value,
         let (read, mut write) = stream.into_split();
         let mut lines = BufReader::new(read).lines();
         let mut calls = Vec::new();
-        if method != "stop" {
+        if !admin {
             // The admin RPC has no server.version; the public port wants it first.
             calls.push(("server.version", json!([CLIENT_NAME, PROTOCOL_VERSION])));
         }

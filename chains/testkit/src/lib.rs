@@ -13,7 +13,7 @@ pub mod solana;
 pub mod tron;
 
 pub use anvil::{AnvilError, AnvilNode, AnvilOptions};
-pub use electrumx::{ElectrumX, ElectrumXOptions};
+pub use electrumx::{ElectrumSession, ElectrumX, ElectrumXOptions};
 pub use litecoind::{Auth, HarnessError, LitecoinNode, NodeOptions};
 #[cfg(feature = "solana")]
 pub use solana::{SolanaFault, SolanaNode, SolanaNodeError, SolanaNodeOptions};

@@ -36,6 +36,8 @@ struct State {
     withheld: HashSet<String>,
     /// The source shows the mempool, as a node with `mempool = true` does.
     mempool_visible: bool,
+    /// What the source says it learned late (`BlockSource::missed_from`).
+    missed_from: Option<u64>,
 }
 
 #[derive(Debug, Clone)]
@@ -80,6 +82,7 @@ impl ScriptedChain {
                 genesis_parent,
                 withheld: HashSet::new(),
                 mempool_visible: false,
+                missed_from: None,
             })),
         };
         chain.mine();
@@ -137,6 +140,18 @@ impl ScriptedChain {
     /// The node serves whole blocks again.
     pub fn serve_everything(&self) {
         self.lock().withheld.clear();
+    }
+
+    /// The source says the block at `height`, handed out before, lacked a
+    /// transfer: as the Electrum source does when an address's news comes
+    /// after its block was read. Cleared once the watcher queued a rescan.
+    pub fn report_missed(&self, height: u64) {
+        self.lock().missed_from = Some(height);
+    }
+
+    /// What the source still says it missed.
+    pub fn missed(&self) -> Option<u64> {
+        self.lock().missed_from
     }
 
     /// The source serves the mempool ([`BlockSource::unconfirmed`]), as a
@@ -361,5 +376,16 @@ impl BlockSource for ScriptedSource {
             timestamp: mined.timestamp,
             transfers,
         }))
+    }
+
+    fn missed_from(&self) -> Option<u64> {
+        self.chain.lock().missed_from
+    }
+
+    fn missed_queued(&self, from: u64) {
+        let mut s = self.chain.lock();
+        if s.missed_from == Some(from) {
+            s.missed_from = None;
+        }
     }
 }

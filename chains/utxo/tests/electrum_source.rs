@@ -707,3 +707,203 @@ async fn a_reorg_while_catching_up_is_followed_not_read_from_old_headers() {
         Some(s.node.best_hash().await.unwrap())
     );
 }
+
+/// `count` addresses nobody pays: P2WPKH of made-up key hashes.
+fn idle_addresses(count: u32) -> Vec<String> {
+    use bitcoin::hashes::{sha256, Hash as _};
+    let params = Params::new(Network::Litecoin, Chain::Regtest).unwrap();
+    (0..count)
+        .map(|i| {
+            let digest = sha256::Hash::hash(&i.to_le_bytes()).to_byte_array();
+            let mut hash = [0u8; 20];
+            hash.copy_from_slice(&digest[..20]);
+            let script =
+                bitcoin::ScriptBuf::new_p2wpkh(&bitcoin::WPubkeyHash::from_byte_array(hash));
+            paywatch_utxo::address_for_script(&params, &script).unwrap()
+        })
+        .collect()
+}
+
+/// Drives `stream` until it is caught up, through the transient errors of
+/// a server that is starting again; returns every event.
+async fn catch_up_through_restart(
+    stream: &mut CanonicalStream<Arc<ElectrumSource>>,
+) -> Vec<ChainEvent> {
+    let started = Instant::now();
+    let mut events = Vec::new();
+    loop {
+        match stream.next_batch(100).await {
+            Ok(batch) if batch.is_empty() => return events,
+            Ok(batch) => events.extend(batch),
+            Err(e) if e.is_transient() && started.elapsed() < WAIT => {
+                eprintln!("while the server starts again: {e}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("the stream failed: {e}"),
+        }
+    }
+}
+
+/// The transfers each connected event carries, by height.
+fn transfers_by_height(events: &[ChainEvent]) -> Vec<(u64, Vec<Transfer>)> {
+    events
+        .iter()
+        .map(|e| match e {
+            ChainEvent::Connected {
+                block, transfers, ..
+            } => (block.height, transfers.clone()),
+            other => panic!("only connects here: {other:?}"),
+        })
+        .collect()
+}
+
+/// Our session on the server: the one holding the watched addresses.
+async fn our_session(s: &Setup, subscriptions: u64) -> paywatch_testkit::ElectrumSession {
+    let sessions = s.server.sessions().await.unwrap();
+    sessions
+        .iter()
+        .find(|x| x.subscriptions >= subscriptions)
+        .cloned()
+        .unwrap_or_else(|| panic!("no session holds {subscriptions} subscriptions: {sessions:?}"))
+}
+
+/// A busy shop's 5,000 watched addresses over an ElectrumX with its default
+/// cost limits (soft 1,000, hard 10,000), through a catch-up, 20 new blocks
+/// (payments in some: seen in the mempool first, or first in their block),
+/// and a server restart with a payment made while it was down. ElectrumX
+/// must never close the session over its cost, and paywatch must re-read a
+/// history only when its status changed: over the 20 blocks it sends less
+/// than one reading of every history would, and after the reconnect, about
+/// what subscribing again takes.
+#[tokio::test(flavor = "multi_thread")]
+async fn five_thousand_addresses_are_followed_within_electrumxs_cost_limits() {
+    const WATCHED: u32 = 5_000;
+    let mut s = setup().await;
+    let paid: Vec<String> = {
+        let mut v = Vec::new();
+        for _ in 0..6 {
+            v.push(s.node.new_address().await.unwrap());
+        }
+        v
+    };
+    let idle = idle_addresses(WATCHED - 6);
+    let watch = watch_set();
+    watch.extend(paid.iter().chain(&idle).map(String::as_str));
+    let cfg = ElectrumConfig {
+        // As config/default.toml and the production example have them.
+        batch_size: 500,
+        max_subscriptions: 10_000,
+        ..config(&s.server.tcp_url())
+    };
+    let source = Arc::new(ElectrumSource::new(cfg, watch.clone()).unwrap());
+
+    let mut expected: Vec<(u64, Transfer)> = Vec::new();
+    let start = s.node.block_count().await.unwrap() + 1;
+    s.node.mine(10).await.unwrap();
+    let txid = s.node.send(&paid[0], "1").await.unwrap();
+    let height = s.node.block_count().await.unwrap() + 1;
+    s.node.mine(1).await.unwrap();
+    expected.push((
+        height,
+        payment(
+            &txid,
+            vout(&s, &txid, &paid[0]).await,
+            &paid[0],
+            100_000_000,
+        ),
+    ));
+    mine(&s, 10).await;
+
+    let mut stream = CanonicalStream::new(source.clone(), Vec::new(), start, 6);
+    let mut events = catch_up(&mut stream).await;
+    assert_eq!(events.len(), 21);
+    let after_catch_up = our_session(&s, u64::from(WATCHED)).await;
+    eprintln!("after subscribing {WATCHED} addresses and catching up: {after_catch_up:?}");
+
+    for block in 0..20u32 {
+        let payee = match block {
+            3 => Some((&paid[1], true)),
+            8 => Some((&paid[2], false)),
+            12 => Some((&paid[3], true)),
+            17 => Some((&paid[4], false)),
+            _ => None,
+        };
+        let mut sent = None;
+        if let Some((to, through_mempool)) = payee {
+            let txid = s.node.send(to, "0.5").await.unwrap();
+            if through_mempool {
+                unconfirmed_until(&source, |u| u.transfers.iter().any(|t| t.txid == txid)).await;
+            }
+            sent = Some((to.clone(), txid));
+        }
+        let height = s.node.block_count().await.unwrap() + 1;
+        mine(&s, 1).await;
+        if let Some((to, txid)) = sent {
+            expected.push((
+                height,
+                payment(&txid, vout(&s, &txid, &to).await, &to, 50_000_000),
+            ));
+        }
+        let got = catch_up(&mut stream).await;
+        assert_eq!(got.len(), 1, "block {block}: {got:?}");
+        events.extend(got);
+    }
+    let after_blocks = our_session(&s, u64::from(WATCHED)).await;
+    eprintln!("after 20 blocks: {after_blocks:?}");
+
+    // A payment while the server is down; the source meets a new session.
+    s.server.stop().await.unwrap();
+    let txid = s.node.send(&paid[5], "0.25").await.unwrap();
+    let height = s.node.block_count().await.unwrap() + 1;
+    s.node.mine(1).await.unwrap();
+    expected.push((
+        height,
+        payment(&txid, vout(&s, &txid, &paid[5]).await, &paid[5], 25_000_000),
+    ));
+    s.server.start_again(&s.node).await.unwrap();
+    s.server.wait_synced_with(&s.node).await.unwrap();
+    let got = catch_up_through_restart(&mut stream).await;
+    assert_eq!(got.len(), 1, "after the restart: {got:?}");
+    events.extend(got);
+    let after_reconnect = our_session(&s, u64::from(WATCHED)).await;
+    eprintln!("after the reconnect: {after_reconnect:?}");
+
+    // Every payment, at its height, and nothing else.
+    let found: Vec<(u64, Transfer)> = transfers_by_height(&events)
+        .into_iter()
+        .flat_map(|(h, ts)| ts.into_iter().map(move |t| (h, t)))
+        .collect();
+    assert_eq!(found, expected);
+
+    assert!(
+        !s.server.closed_a_session_over_cost(),
+        "ElectrumX closed paywatch's session over its cost:\n{}",
+        s.server.log_tail()
+    );
+    assert_eq!(
+        s.server.timed_out_requests(),
+        0,
+        "requests timed out waiting for the throttled session:\n{}",
+        s.server.log_tail()
+    );
+    // ElectrumX counts each request of a batch. Subscribing is one per
+    // address; reading every history again would be another.
+    let watched = u64::from(WATCHED);
+    assert!(
+        after_catch_up.requests < watched + watched / 10,
+        "subscribing {watched} addresses (one paid) and catching up took {} requests",
+        after_catch_up.requests
+    );
+    let asked = after_blocks.requests - after_catch_up.requests;
+    assert!(
+        asked < watched / 10,
+        "20 blocks took {asked} requests ({} bytes) for {watched} addresses",
+        after_blocks.bytes_received - after_catch_up.bytes_received
+    );
+    assert!(
+        after_reconnect.requests < watched + watched / 10,
+        "after the reconnect, {} requests for {watched} addresses: subscribing again \
+         is needed, reading every history again is not",
+        after_reconnect.requests
+    );
+}

@@ -182,7 +182,7 @@ impl Inner {
     /// Checks each of `txids` against its merkle proof to `header` (the
     /// first `txids.len()` answers) and caches the transactions `fetch`ed
     /// (the rest); returns `txids` in block order. A failed proof means the
-    /// histories are stale: they are marked for a full re-read.
+    /// histories naming the transaction are stale: they are marked for reading.
     fn prove(
         &self,
         st: &mut State,
@@ -214,6 +214,7 @@ impl Inner {
                 }
                 Ok(_) => {
                     st.snapshot = None;
+                    st.read_again_holding(txid);
                     return Err(stale(format!(
                         "transaction {txid} does not prove to block {}",
                         header.block_hash()
@@ -221,6 +222,7 @@ impl Inner {
                 }
                 Err(e @ ElectrumError::Server { .. }) => {
                     st.snapshot = None;
+                    st.read_again_holding(txid);
                     return Err(stale(e.to_string()));
                 }
                 Err(e) => return Err(e),

@@ -38,6 +38,7 @@ impl Inner {
                 guard.conn = None;
                 guard.snapshot = None;
                 guard.ahead = None;
+                guard.dirty = (0..guard.watched.len()).collect();
                 guard
             }
         }
@@ -51,7 +52,8 @@ impl Inner {
         let mut conn = match st.conn.take() {
             Some(c) => c,
             None => {
-                // Notifications sent before are lost: read every history again.
+                // Notifications sent before are lost: subscribing again
+                // brings every status, and the tip is read afresh.
                 st.snapshot = None;
                 self.connect()?
             }

@@ -6,21 +6,22 @@
 //! `block(h)` from the transactions the histories place at `h`. To answer
 //! truthfully about the server's current chain:
 //!
-//! - histories are read again, all of them, whenever the server's tip
-//!   changed, and count only if the tip was the same before and after the
-//!   reading: the *snapshot*, a tip whose whole chain the histories describe;
+//! - a history is read when the server's status for the address (a hash
+//!   of its history, given with the subscription and in each notification)
+//!   differs from the one the history held hashes to, and on a new tip
+//!   when it has a transaction in the mempool; the histories count only if
+//!   the tip was the same before and after the reading: the *snapshot*, a
+//!   tip whose whole chain the histories describe (see `history` for why
+//!   nothing more is read, and what covers news that come late);
 //! - `block(h)` takes its header from one read in a batch with the
 //!   snapshot's tip, which showed the tip still on the server's chain (then
 //!   the block at `h` is its ancestor and the histories cover it), and
 //!   proves every transaction it reports to that header's merkle root; a
-//!   failed proof means the histories are stale, and the call fails as
-//!   transient after marking them for a full re-read;
+//!   failed proof means the histories naming it are stale, and the call
+//!   fails as transient after marking them for reading;
 //! - while catching up, the headers above `h` come in the same batch and
 //!   answer the next blocks with no history entries, until the snapshot
 //!   changes or the stream walks back (`ahead`).
-//!
-//! Between tip changes, only addresses whose subscription status changed
-//! (the server's notifications: mostly mempool news) are read again.
 //!
 //! electrum-client's API is blocking: every call runs on a blocking thread,
 //! one at a time, over one connection that is opened on first use and again
@@ -49,6 +50,7 @@ mod url;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -101,7 +103,13 @@ struct Inner {
     url: String,
     watch: Arc<WatchSet>,
     state: Mutex<State>,
+    /// The lowest block handed out that the server's later news showed was
+    /// missing a transaction, to be read again (see `history`); `NONE_MISSED`
+    /// when there is none. Apart from `state`, which a long call holds.
+    missed: AtomicU64,
 }
+
+const NONE_MISSED: u64 = u64::MAX;
 
 #[derive(Default)]
 struct State {
@@ -143,6 +151,7 @@ impl ElectrumSource {
                 url,
                 watch,
                 state: Mutex::new(State::default()),
+                missed: AtomicU64::new(NONE_MISSED),
             }),
         })
     }
@@ -220,5 +229,19 @@ impl BlockSource for ElectrumSource {
         }
         self.run(|inner, conn, st| inner.unconfirmed(conn, st).map(Some))
             .await
+    }
+
+    fn missed_from(&self) -> Option<u64> {
+        Some(self.inner.missed.load(Ordering::SeqCst)).filter(|h| *h != NONE_MISSED)
+    }
+
+    fn missed_queued(&self, from: u64) {
+        // A lower height noted meanwhile stays.
+        let _ = self.inner.missed.compare_exchange(
+            from,
+            NONE_MISSED,
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        );
     }
 }

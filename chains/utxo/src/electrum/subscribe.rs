@@ -6,7 +6,7 @@ use electrum_client::{ElectrumApi as _, Param, ToElectrumScriptHash};
 use tracing::warn;
 
 use super::conn::Conn;
-use super::history::Watched;
+use super::history::{Status, Watched};
 use super::{ElectrumError, Inner, State};
 use crate::address::script_for_address;
 
@@ -31,10 +31,7 @@ impl Inner {
                 Ok((_, script)) => {
                     if st.known.insert(script.clone()) {
                         st.dirty.insert(st.watched.len());
-                        st.watched.push(Watched {
-                            script,
-                            history: None,
-                        });
+                        st.watched.push(Watched::new(script));
                     }
                 }
                 Err(e) => {
@@ -71,20 +68,32 @@ impl Inner {
                     ),
                 ));
             }
+            let mut statuses: Vec<Status> = statuses.into_iter().map(|s| s.map(|s| *s)).collect();
             // electrum-client reads a refused subscription in a batch as "no
             // history yet" (null). Ask for the last one again, alone: a
             // limit the server reached within this batch refuses it too.
-            if let (Some(None), Some(last)) = (statuses.last(), scripts.last()) {
+            if let (Some(None), Some(last)) = (statuses.last_mut(), scripts.last()) {
                 let hash = last.to_electrum_scripthash();
-                conn.client
+                let answer = conn
+                    .client
                     .raw_call(
                         "blockchain.scripthash.subscribe",
                         [Param::String(hash.as_slice().to_lower_hex_string())],
                     )
                     .map_err(|e| self.subscribe_error(e, end - 1, end, count))?;
+                *statuses.last_mut().expect("not empty") = self.status_in(&answer)?;
             }
             conn.broken = false;
             conn.subscribed = end;
+            // Only what changed since the histories were read is read again;
+            // after a reconnect, that is what moved while it was away.
+            for (i, status) in (start..end).zip(statuses) {
+                if st.watched[i].heard(status) {
+                    st.dirty.insert(i);
+                } else {
+                    st.dirty.remove(&i);
+                }
+            }
         }
         Ok(())
     }
@@ -125,17 +134,32 @@ impl Inner {
         conn: &mut Conn,
         st: &mut State,
     ) -> Result<(), ElectrumError> {
-        for (i, w) in st.watched[..conn.subscribed].iter().enumerate() {
-            while conn
+        for (i, w) in st.watched[..conn.subscribed].iter_mut().enumerate() {
+            while let Some(status) = conn
                 .client
                 .script_pop(&w.script)
                 .map_err(|e| self.error("blockchain.scripthash.subscribe", e))?
-                .is_some()
             {
-                st.dirty.insert(i);
+                if w.heard(Some(*status)) {
+                    st.dirty.insert(i);
+                }
             }
         }
         Ok(())
+    }
+
+    /// A status as a subscription answers it: a hex hash, or null.
+    fn status_in(&self, answer: &serde_json::Value) -> Result<Status, ElectrumError> {
+        const METHOD: &str = "blockchain.scripthash.subscribe";
+        if answer.is_null() {
+            return Ok(None);
+        }
+        let hex = answer
+            .as_str()
+            .ok_or_else(|| self.bad(METHOD, format!("a status that is not a string: {answer}")))?;
+        <[u8; 32] as bitcoin::hex::FromHex>::from_hex(hex)
+            .map(Some)
+            .map_err(|e| self.bad(METHOD, format!("status {hex}: {e}")))
     }
 }
 
