@@ -159,6 +159,8 @@ async fn serve(a: &Args) -> anyhow::Result<()> {
         genesis_number: a.genesis,
         // 2025-01-01T00:00:00Z: the same block ids in every run.
         genesis_timestamp_ms: Some(1_735_689_600_000),
+        // A local node: no TLS, no key, no budget.
+        ..TronNodeOptions::default()
     })
     .await?;
     node.deploy_trc20_at("USDT", USDT)?;
@@ -455,6 +457,7 @@ fn source(a: &Args, watch: Arc<WatchSet>) -> anyhow::Result<TronSource> {
         batches_in_flight: a.batches_in_flight,
         infos_in_flight: a.infos_in_flight,
         request_timeout: Duration::from_secs(60),
+        ..TronConfig::default()
     };
     Ok(TronSource::new(cfg, watch)?)
 }

@@ -220,11 +220,28 @@ fn tron_source(
             .clamp(1, tron::MAX_BLOCKS_PER_REQUEST),
         batches_in_flight: ns.rpc.batches_in_flight.max(1),
         request_timeout: std::time::Duration::from_secs(ns.rpc.timeout_secs.max(1)),
+        metadata: ns
+            .rpc
+            .metadata
+            .iter()
+            .map(|(name, value)| (name.clone(), value.0.clone()))
+            .collect(),
+        requests_per_second: ns.rpc.requests_per_second.unwrap_or(0),
+        ca_pem: ns
+            .rpc
+            .ca_file
+            .as_deref()
+            .map(|path| {
+                std::fs::read_to_string(path)
+                    .map_err(|e| invalid("rpc.ca_file", format!("reading {path}: {e}")))
+            })
+            .transpose()?,
         ..tron::TronConfig::default()
     };
     tron::TronSource::new(cfg, watch).map_err(|e| match e {
         tron::TronSetupError::Url(why) => invalid("rpc.url", why),
         tron::TronSetupError::SolidityUrl(why) => invalid("rpc.solidity_url", why),
+        tron::TronSetupError::Metadata(why) => invalid("rpc.metadata", why),
         other => invalid("rpc", other.to_string()),
     })
 }

@@ -196,11 +196,18 @@ pub struct RpcSettings {
     /// Tron: the WalletSolidity gRPC endpoint (java-tron port 50061) that
     /// says which blocks are solidified; `url`'s own service when unset.
     pub solidity_url: Option<String>,
-    /// Solana and Ethereum: HTTP requests started per second at most
+    /// Solana, Ethereum and Tron: requests started per second at most
     /// (public endpoints and hosted providers rate-limit; a 429's
     /// Retry-After is honoured besides). 0: no limit. Unset: 10 on Solana,
-    /// no limit on Ethereum (a batch is one request).
+    /// no limit on Ethereum (a batch is one request) and Tron.
     pub requests_per_second: Option<u32>,
+    /// Tron: gRPC metadata sent with every request, such as a hosted
+    /// provider's API key (`TRON-PRO-API-KEY = "…"` for TronGrid).
+    #[serde(default)]
+    pub metadata: BTreeMap<String, Secret>,
+    /// Tron: a CA certificate (PEM file) trusted besides the public roots,
+    /// for an `https://` endpoint whose certificate a private CA signed.
+    pub ca_file: Option<String>,
     /// Solana: the cluster's genesis hash the node must serve.
     pub genesis_hash: Option<String>,
     /// Ethereum: batched requests in flight while catching up.
@@ -230,6 +237,8 @@ impl fmt::Debug for RpcSettings {
                 "solidity_url",
                 &self.solidity_url.as_deref().map(crate::store::redact_url),
             )
+            .field("metadata", &self.metadata)
+            .field("ca_file", &self.ca_file)
             .field("cookie_file", &self.cookie_file)
             .field("user", &self.user)
             .field("password", &self.password)
@@ -261,6 +270,8 @@ impl Default for RpcSettings {
             ws_url: None,
             solidity_url: None,
             requests_per_second: None,
+            metadata: BTreeMap::new(),
+            ca_file: None,
             genesis_hash: None,
             batches_in_flight: batches_in_flight(),
             timeout_secs: timeout_secs(),

@@ -526,3 +526,82 @@ async fn a_node_keeping_no_transaction_history_halts_the_watcher_naming_the_swit
     assert!(why.contains("transHistory"), "{why}");
     assert_eq!(w.daemon.count("SELECT COUNT(*) FROM transfers").await, 0);
 }
+
+/// A hosted provider (TronGrid and the commercial ones): TLS, and an API
+/// key in every request's metadata. With `rpc.metadata` and an `https://`
+/// URL (here with the test CA in `rpc.ca_file`), payments are seen and paid.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hosted_provider_over_tls_with_an_api_key_is_watched() {
+    let key = ("TRON-PRO-API-KEY".to_owned(), "k-7f3a".to_owned());
+    let w = tron_world(TronOptions {
+        node: TronNodeOptions {
+            tls: true,
+            api_key: Some(key.clone()),
+            ..TronNodeOptions::default()
+        },
+        metadata: vec![key],
+        ..TronOptions::default()
+    })
+    .await;
+    assert!(w.node.url().starts_with("https://"));
+    let i = w.daemon.create_in("USDT", "order", "hosted", "100").await;
+    w.pay_usdt(&i.address, USDT_FOR_100_USD);
+    w.solidify();
+    w.daemon
+        .wait_for(i.id, "paid through the provider", |r| {
+            r.status == Status::Paid
+        })
+        .await;
+}
+
+/// The same provider, asked without the key it wants: the watcher stays
+/// degraded and says which setting to check, never the key itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_refusing_the_api_key_names_the_setting() {
+    let node = TronNode::start(TronNodeOptions {
+        api_key: Some(("TRON-PRO-API-KEY".into(), "k-right".into())),
+        ..TronNodeOptions::default()
+    })
+    .await
+    .unwrap();
+    let o = TronOptions {
+        metadata: vec![("TRON-PRO-API-KEY".into(), "k-wrong-secret".into())],
+        ..TronOptions::default()
+    };
+    let db = common::TestDb::new(o.backend).await;
+    let settings = tron_settings(&db.url, &node, &o);
+    let mut daemon = common::daemon::Daemon::start(db, settings).await;
+    daemon.network = Network::Tron;
+    let s = daemon.wait_chain_state("degraded").await;
+    let why = s.last_error.unwrap_or_default();
+    assert!(why.contains("rpc.metadata"), "{why}");
+    assert!(!why.contains("k-wrong-secret"), "{why}");
+}
+
+/// A provider allows 5 requests a second and suspends a key that goes past
+/// it. With `rpc.requests_per_second = 4`, paywatch never goes past it, and
+/// payments are paid as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_are_paced_within_the_providers_budget() {
+    let w = tron_world(TronOptions {
+        node: TronNodeOptions {
+            requests_per_second: Some(5),
+            ..TronNodeOptions::default()
+        },
+        requests_per_second: Some(4),
+        ..TronOptions::default()
+    })
+    .await;
+    let i = w.daemon.create_in("USDT", "order", "budget", "100").await;
+    w.pay_usdt(&i.address, USDT_FOR_100_USD);
+    w.node.mine(3).unwrap();
+    w.solidify();
+    w.daemon
+        .wait_for(i.id, "paid within the budget", |r| r.status == Status::Paid)
+        .await;
+    assert_eq!(
+        w.node.refused_for_budget(),
+        0,
+        "never past the provider's budget"
+    );
+}

@@ -51,6 +51,10 @@ pub struct TronOptions {
     /// Also enable Ethereum (an in-process dev chain) with derived
     /// addresses, so Ethereum intents can be paid on Tron by mistake.
     pub with_ethereum: bool,
+    /// `rpc.metadata`: what a hosted provider's node wants (an API key).
+    pub metadata: Vec<(String, String)>,
+    /// `rpc.requests_per_second`.
+    pub requests_per_second: Option<u32>,
 }
 
 impl Default for TronOptions {
@@ -60,6 +64,8 @@ impl Default for TronOptions {
             expiry_secs: 600,
             node: TronNodeOptions::default(),
             with_ethereum: false,
+            metadata: Vec::new(),
+            requests_per_second: None,
         }
     }
 }
@@ -87,6 +93,18 @@ pub fn tron_settings(db_url: &str, node: &TronNode, o: &TronOptions) -> Settings
     n.rpc.url = node.url();
     n.rpc.solidity_url = Some(node.solidity_url());
     n.rpc.timeout_secs = 5;
+    n.rpc.metadata = o
+        .metadata
+        .iter()
+        .map(|(k, v)| (k.clone(), Secret(v.clone())))
+        .collect();
+    n.rpc.requests_per_second = o.requests_per_second;
+    if node.url().starts_with("https://") {
+        // The test node's certificate is signed by the testkit's own CA.
+        let ca = std::env::temp_dir().join(format!("paywatch-test-ca-{}.pem", std::process::id()));
+        std::fs::write(&ca, paywatch_testkit::tron::TEST_CA_PEM).unwrap();
+        n.rpc.ca_file = Some(ca.display().to_string());
+    }
     n.poll_interval_ms = 100;
     n.account_key = Some(Secret(account_xpub()));
     if o.with_ethereum {

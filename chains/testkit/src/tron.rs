@@ -15,6 +15,11 @@
 //!   `GetBlockByNum2`, `GetTransactionInfoByBlockNum`, `GetTransactionById`,
 //!   `GetTransactionInfoById`, all up to the solidified block only.
 //!
+//! With [`TronNodeOptions`] it stands for a hosted provider too: TLS
+//! ([`TEST_CA_PEM`] signs its certificate), an API key every rpc must carry
+//! in its metadata (`UNAUTHENTICATED` without it), and a request budget past
+//! which it answers `RESOURCE_EXHAUSTED` and suspends the key (`gate`).
+//!
 //! As java-tron does, they answer an empty message, not an error, for what
 //! does not exist (yet): a `BlockExtention` without a header, an empty info
 //! list. A range of full blocks is larger than tonic's default 4 MB client
@@ -54,6 +59,7 @@
 //! and transactions.
 
 mod chain;
+mod gate;
 mod keys;
 mod service;
 
@@ -66,10 +72,12 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tonic::transport::server::{Router, TcpIncoming};
+use tonic::transport::{Identity, ServerTlsConfig};
 use tron_grpc::wallet_server::WalletServer;
 use tron_grpc::wallet_solidity_server::WalletSolidityServer;
 
 use chain::Shared;
+use gate::Gate;
 use service::{SolidityApi, WalletApi};
 
 pub use chain::{
@@ -162,6 +170,17 @@ pub struct TronNodeOptions {
     /// (rounded down to a 3-second slot). Set it for the same block ids in
     /// every run.
     pub genesis_timestamp_ms: Option<i64>,
+    /// As a hosted provider: every rpc must carry this metadata (name,
+    /// value), else `UNAUTHENTICATED`.
+    pub api_key: Option<(String, String)>,
+    /// As a hosted provider: at most this many rpcs start per second (both
+    /// services together); past it `RESOURCE_EXHAUSTED`, and every rpc is
+    /// refused for [`suspension`](Self::suspension).
+    pub requests_per_second: Option<u32>,
+    pub suspension: Duration,
+    /// Serve TLS (`https://` URLs) with a certificate for 127.0.0.1 that
+    /// [`TEST_CA_PEM`] signed.
+    pub tls: bool,
 }
 
 impl Default for TronNodeOptions {
@@ -170,9 +189,21 @@ impl Default for TronNodeOptions {
             solidity_lag: DEFAULT_SOLIDITY_LAG,
             genesis_number: 0,
             genesis_timestamp_ms: None,
+            api_key: None,
+            requests_per_second: None,
+            suspension: Duration::from_secs(2),
+            tls: false,
         }
     }
 }
+
+/// The CA that signed the test node's TLS certificate (for 127.0.0.1 and
+/// localhost, valid until 2126). Made with openssl: a P-256 CA, and a leaf
+/// with `subjectAltName=IP:127.0.0.1,DNS:localhost`,
+/// `extendedKeyUsage=serverAuth`; the CA's key was not kept.
+pub const TEST_CA_PEM: &str = include_str!("tron/tls/ca.pem");
+const TEST_NODE_CERT_PEM: &str = include_str!("tron/tls/node.pem");
+const TEST_NODE_KEY_PEM: &str = include_str!("tron/tls/node.key");
 
 /// A running server task and the way to stop it.
 #[derive(Debug)]
@@ -189,6 +220,8 @@ struct RunningServer {
 #[derive(Debug)]
 pub struct TronNode {
     shared: Arc<Shared>,
+    gate: Arc<Gate>,
+    tls: bool,
     port: u16,
     solidity_port: u16,
     /// Empty while stopped. Dropping them shuts the servers down.
@@ -206,8 +239,14 @@ impl TronNode {
         let shared = Arc::new(Shared::new(&options, now_ms)?);
         let wallet = bind(0).await?;
         let solidity = bind(0).await?;
+        let gate = Arc::new(Gate::new(
+            options.api_key.clone(),
+            options.requests_per_second.map(|n| (n, options.suspension)),
+        ));
         let mut node = TronNode {
             shared,
+            gate,
+            tls: options.tls,
             port: local_port(&wallet)?,
             solidity_port: local_port(&solidity)?,
             servers: Vec::new(),
@@ -218,14 +257,28 @@ impl TronNode {
 
     // --- endpoints -------------------------------------------------------
 
-    /// `http://127.0.0.1:PORT`: the full node's `Wallet` service.
+    /// `http://127.0.0.1:PORT` (`https://` with TLS): the full node's
+    /// `Wallet` service.
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        format!("{}://127.0.0.1:{}", self.scheme(), self.port)
     }
 
-    /// `http://127.0.0.1:PORT`: the `WalletSolidity` service (another port).
+    /// The `WalletSolidity` service (another port).
     pub fn solidity_url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.solidity_port)
+        format!("{}://127.0.0.1:{}", self.scheme(), self.solidity_port)
+    }
+
+    fn scheme(&self) -> &'static str {
+        if self.tls {
+            "https"
+        } else {
+            "http"
+        }
+    }
+
+    /// Rpcs refused for the request budget so far.
+    pub fn refused_for_budget(&self) -> u64 {
+        self.gate.refused()
     }
 
     /// The `Wallet` port.
@@ -293,16 +346,33 @@ impl TronNode {
         self.start_again().await
     }
 
+    // Interceptors answer a tonic::Status, as tonic has them.
+    #[allow(clippy::result_large_err)]
     fn serve(&mut self, wallet: TcpListener, solidity: TcpListener) -> Result<(), TronNodeError> {
-        let wallet_router =
-            tonic::transport::Server::builder().add_service(WalletServer::new(WalletApi {
+        let builder = || -> Result<tonic::transport::Server, TronNodeError> {
+            let server = tonic::transport::Server::builder();
+            if !self.tls {
+                return Ok(server);
+            }
+            let identity = Identity::from_pem(TEST_NODE_CERT_PEM, TEST_NODE_KEY_PEM);
+            server
+                .tls_config(ServerTlsConfig::new().identity(identity))
+                .map_err(|e| TronNodeError::Server(format!("TLS: {e}")))
+        };
+        let gate = Arc::clone(&self.gate);
+        let wallet_router = builder()?.add_service(WalletServer::with_interceptor(
+            WalletApi {
                 shared: Arc::clone(&self.shared),
-            }));
-        let solidity_router = tonic::transport::Server::builder().add_service(
-            WalletSolidityServer::new(SolidityApi {
+            },
+            move |req| gate.check(req),
+        ));
+        let gate = Arc::clone(&self.gate);
+        let solidity_router = builder()?.add_service(WalletSolidityServer::with_interceptor(
+            SolidityApi {
                 shared: Arc::clone(&self.shared),
-            }),
-        );
+            },
+            move |req| gate.check(req),
+        ));
         self.servers = vec![
             spawn(wallet_router, wallet)?,
             spawn(solidity_router, solidity)?,

@@ -7,6 +7,7 @@ mod extract;
 mod json;
 mod scan;
 mod source;
+mod transport;
 
 pub use address::{body_from_proto, encode_address, parse_address, watch_key, AddressError};
 pub use derive::{AccountKey, DeriveError, TRON};

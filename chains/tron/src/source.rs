@@ -14,13 +14,14 @@ use paywatch_core::{
 };
 use tokio::sync::Mutex;
 use tokio::task::JoinSet;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tracing::warn;
 use tron_grpc::wallet_client::WalletClient;
 use tron_grpc::wallet_solidity_client::WalletSolidityClient;
 use tron_grpc::{BlockExtention, BlockLimit, EmptyMessage, NumberMessage, TransactionInfo};
 
 use crate::scan::{may_pay, scan, Tokens};
+use crate::transport::{self, Budget, Paced};
 
 /// java-tron answers `GetBlockByLimitNext2` with at most this many blocks.
 pub const MAX_BLOCKS_PER_REQUEST: usize = 100;
@@ -44,6 +45,15 @@ pub struct TronConfig {
     /// `GetTransactionInfoByBlockNum` calls in flight within a range.
     pub infos_in_flight: usize,
     pub request_timeout: Duration,
+    /// gRPC metadata sent with every request: a hosted provider's API key
+    /// (TronGrid: `TRON-PRO-API-KEY`; others `x-token` and the like).
+    pub metadata: Vec<(String, String)>,
+    /// At most this many requests start per second (a provider's budget);
+    /// zero for no limit of our own.
+    pub requests_per_second: u32,
+    /// A CA certificate (PEM) to trust besides the public roots, for an
+    /// `https://` URL served with a private CA's certificate.
+    pub ca_pem: Option<String>,
 }
 
 impl Default for TronConfig {
@@ -56,6 +66,9 @@ impl Default for TronConfig {
             batches_in_flight: 2,
             infos_in_flight: 8,
             request_timeout: Duration::from_secs(30),
+            metadata: Vec::new(),
+            requests_per_second: 0,
+            ca_pem: None,
         }
     }
 }
@@ -67,6 +80,8 @@ pub enum TronSetupError {
     Url(String),
     #[error("solidity_url: {0}")]
     SolidityUrl(String),
+    #[error("metadata: {0}")]
+    Metadata(String),
 }
 
 /// A block and its infos as the node gave them, kept until asked for.
@@ -93,8 +108,8 @@ pub struct TronSource {
 
 #[derive(Debug)]
 struct Shared {
-    wallet: WalletClient<Channel>,
-    solidity: WalletSolidityClient<Channel>,
+    wallet: WalletClient<Paced<Channel>>,
+    solidity: WalletSolidityClient<Paced<Channel>>,
     cfg: TronConfig,
     watch: Arc<WatchSet>,
     host: String,
@@ -110,8 +125,24 @@ struct Shared {
 /// node is taken to keep no transaction history.
 const EMPTY_INFOS_BEFORE_HALT: u32 = 2;
 
-fn endpoint(url: &str, timeout: Duration) -> Result<Channel, String> {
-    let e = Endpoint::from_shared(url.to_owned()).map_err(|e| format!("{url}: {e}"))?;
+/// A lazy channel to `url`: TLS for `https://` (the public roots, and
+/// `ca_pem` when given), plain HTTP/2 for `http://`.
+fn endpoint(url: &str, timeout: Duration, ca_pem: Option<&str>) -> Result<Channel, String> {
+    let shown = shown_host(url);
+    let mut e = Endpoint::from_shared(url.to_owned()).map_err(|e| format!("{shown}: {e}"))?;
+    if url.starts_with("https://") {
+        let mut tls = ClientTlsConfig::new();
+        if let Some(pem) = ca_pem {
+            tls = tls.ca_certificate(Certificate::from_pem(pem));
+        }
+        e = e
+            .tls_config(tls)
+            .map_err(|e| format!("TLS for {shown}: {e}"))?;
+    } else if !url.starts_with("http://") {
+        return Err(format!(
+            "{shown}: the URL must start with http:// or https://"
+        ));
+    }
     Ok(e.timeout(timeout)
         .connect_timeout(timeout.min(Duration::from_secs(10)))
         .tcp_nodelay(true)
@@ -120,12 +151,20 @@ fn endpoint(url: &str, timeout: Duration) -> Result<Channel, String> {
 
 impl TronSource {
     pub fn new(cfg: TronConfig, watch: Arc<WatchSet>) -> Result<TronSource, TronSetupError> {
-        let full = endpoint(&cfg.url, cfg.request_timeout).map_err(TronSetupError::Url)?;
+        let ca = cfg.ca_pem.as_deref();
+        let full = endpoint(&cfg.url, cfg.request_timeout, ca).map_err(TronSetupError::Url)?;
         let solid = match &cfg.solidity_url {
-            Some(url) => endpoint(url, cfg.request_timeout).map_err(TronSetupError::SolidityUrl)?,
+            Some(url) => {
+                endpoint(url, cfg.request_timeout, ca).map_err(TronSetupError::SolidityUrl)?
+            }
             None => full.clone(),
         };
+        let metadata = transport::metadata(&cfg.metadata).map_err(TronSetupError::Metadata)?;
         let host = shown_host(&cfg.url);
+        // One budget for both services: a provider counts them together.
+        let budget = Arc::new(Budget::new(cfg.requests_per_second, host.clone()));
+        let full = Paced::new(full, Arc::clone(&metadata), Arc::clone(&budget));
+        let solid = Paced::new(solid, metadata, budget);
         let ahead = Mutex::new(ReadAhead::new(cfg.batches_in_flight));
         Ok(TronSource {
             shared: Arc::new(Shared {
@@ -282,6 +321,26 @@ impl Shared {
                  section), or point rpc.url at a full node",
                 self.host,
                 status.message()
+            ));
+        }
+        if status.code() == tonic::Code::ResourceExhausted || status.message().contains("429") {
+            return SourceError::Transient(format!(
+                "{call} at {}: the provider is throttling paywatch ({}); every request waits, \
+                 longer while it lasts. Set rpc.requests_per_second within the plan's budget, \
+                 or raise the plan",
+                self.host,
+                status.message()
+            ));
+        }
+        if status.code() == tonic::Code::Unauthenticated
+            || status.code() == tonic::Code::PermissionDenied
+        {
+            return SourceError::Transient(format!(
+                "{call} at {}: the provider refused paywatch ({}: {}); check the API key in \
+                 rpc.metadata",
+                self.host,
+                status.message(),
+                status.code()
             ));
         }
         SourceError::Transient(format!(

@@ -272,6 +272,7 @@ async fn start_rest(
         solidity_lag: TRON_SOLIDITY_LAG,
         genesis_number: 0,
         genesis_timestamp_ms: Some(tron_genesis_ms),
+        ..TronNodeOptions::default()
     })
     .await
     {
