@@ -106,6 +106,7 @@ fn source(a: &Args, watch: Arc<WatchSet>) -> anyhow::Result<EvmSource> {
         request_timeout: Duration::from_secs(60),
         // A local node: no provider budget to keep under.
         requests_per_second: 0,
+        ..EvmConfig::default()
     };
     Ok(EvmSource::new(cfg, watch)?)
 }

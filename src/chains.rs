@@ -173,6 +173,11 @@ fn evm_source(
         batches_in_flight: ns.rpc.batches_in_flight.max(1),
         request_timeout: std::time::Duration::from_secs(ns.rpc.timeout_secs.max(1)),
         requests_per_second: ns.rpc.requests_per_second.unwrap_or(0),
+        traces_per_request: ns
+            .rpc
+            .traces_per_request
+            .unwrap_or(evm::EvmConfig::default().traces_per_request)
+            .max(1),
     };
     evm::EvmSource::new(cfg, watch).map_err(|e| match e {
         evm::EvmSetupError::Url(why) => invalid("rpc.url", why),

@@ -223,6 +223,10 @@ pub struct RpcSettings {
     /// Blocks fetched per batched request while catching up.
     #[serde(default = "blocks_per_request")]
     pub blocks_per_request: usize,
+    /// Ethereum with `traces`: `debug_traceBlockByHash` calls per batched
+    /// request, apart from blocks and logs (8); fewer while the node
+    /// cannot serve them in time.
+    pub traces_per_request: Option<usize>,
 }
 
 impl fmt::Debug for RpcSettings {
@@ -279,6 +283,7 @@ impl Default for RpcSettings {
             user: None,
             password: None,
             blocks_per_request: blocks_per_request(),
+            traces_per_request: None,
         }
     }
 }

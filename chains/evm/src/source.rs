@@ -52,6 +52,11 @@ pub struct EvmConfig {
     /// HTTP requests started per second at most (a batch is one); 0: no
     /// limit of our own. A 429's `Retry-After` is honoured besides.
     pub requests_per_second: u32,
+    /// Most `debug_traceBlockByHash` calls per batched request, apart from
+    /// the blocks and logs: a trace costs a node far more than a block, so
+    /// traces go in smaller batches of their own; fewer after a node
+    /// refuses or cannot serve them in time.
+    pub traces_per_request: usize,
 }
 
 impl Default for EvmConfig {
@@ -67,6 +72,7 @@ impl Default for EvmConfig {
             batches_in_flight: 2,
             request_timeout: Duration::from_secs(30),
             requests_per_second: 0,
+            traces_per_request: 8,
         }
     }
 }
@@ -111,6 +117,8 @@ struct Shared {
     known_tip: AtomicU64,
     /// Blocks per batch now: halved when the node refuses, grown back after.
     batch_size: AtomicUsize,
+    /// Traces per batch now, likewise.
+    trace_batch: AtomicUsize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -134,6 +142,7 @@ impl EvmSource {
         Ok(EvmSource {
             shared: Arc::new(Shared {
                 batch_size: AtomicUsize::new(cfg.blocks_per_request.max(1)),
+                trace_batch: AtomicUsize::new(cfg.traces_per_request.max(1)),
                 rpc,
                 cfg,
                 watch,
@@ -435,14 +444,12 @@ async fn fetch_batch(shared: &Shared, from: u64, count: usize) -> Result<Vec<Fet
     let mut batch = shared.rpc.new_batch();
     let add = |e| shared.refusal("batch", e);
     let mut logs = Vec::with_capacity(blocks.len());
-    let mut traces = Vec::new();
     let mut receipts = Vec::new();
     {
         let watch = shared.watch.read();
         for b in &blocks {
             if b.transactions.is_empty() {
                 logs.push(None);
-                traces.push(None);
                 continue;
             }
             let filter = json!([{ "blockHash": b.hash, "topics": [TRANSFER_TOPIC] }]);
@@ -451,16 +458,6 @@ async fn fetch_batch(shared: &Shared, from: u64, count: usize) -> Result<Vec<Fet
                     .add::<_, Vec<RpcLog>>("eth_getLogs", &filter)
                     .map_err(add)?,
             ));
-            traces.push(if shared.cfg.traces {
-                let params = (b.hash, json!({ "tracer": "callTracer" }));
-                Some(
-                    batch
-                        .add::<_, Vec<TxTrace>>("debug_traceBlockByHash", &params)
-                        .map_err(add)?,
-                )
-            } else {
-                None
-            });
             let answers = BlockAnswers {
                 hash: b.hash,
                 transactions: Some(&b.transactions),
@@ -495,27 +492,22 @@ async fn fetch_batch(shared: &Shared, from: u64, count: usize) -> Result<Vec<Fet
             None => Ok(Vec::new()),
         });
     }
-    let mut trace_answers = Vec::with_capacity(traces.len());
-    for w in traces {
-        trace_answers.push(match w {
-            Some(w) => Some(w.await.map_err(crate::rpc::classify_error)),
-            None if shared.cfg.traces => Some(Ok(Vec::new())),
-            None => None,
-        });
-    }
     let errors = receipt_answers
         .iter()
         .filter_map(|(_, _, a)| a.as_ref().err())
-        .chain(log_answers.iter().filter_map(|a| a.as_ref().err()))
-        .chain(
-            trace_answers
-                .iter()
-                .flatten()
-                .filter_map(|a| a.as_ref().err()),
-        );
+        .chain(log_answers.iter().filter_map(|a| a.as_ref().err()));
     if let Some(why) = crate::rpc::size_refusal(errors) {
         return Err(Refusal::TooLarge(why));
     }
+    let trace_answers = if shared.cfg.traces {
+        fetch_traces(shared, &blocks)
+            .await?
+            .into_iter()
+            .map(Some)
+            .collect()
+    } else {
+        vec![None; blocks.len()]
+    };
 
     let mut succeeded: HashMap<B256, HashMap<B256, bool>> = HashMap::new();
     for (block, tx, answer) in receipt_answers {
@@ -533,9 +525,6 @@ async fn fetch_batch(shared: &Shared, from: u64, count: usize) -> Result<Vec<Fet
             debug!(block = %block.hash, %why, "eth_getLogs answer refused; reading the block's receipts");
             logs = transfer_logs_from_receipts(shared, &block, &why).await?;
         }
-        let traces = traces
-            .transpose()
-            .map_err(|e| shared.refusal("debug_traceBlockByHash", e))?;
         out.push(Fetched {
             succeeded: succeeded.remove(&block.hash).unwrap_or_default(),
             block,
@@ -544,6 +533,78 @@ async fn fetch_batch(shared: &Shared, from: u64, count: usize) -> Result<Vec<Fet
         });
     }
     Ok(out)
+}
+
+/// The call traces of `blocks` (none for a block without transactions), in
+/// batches of their own of at most `trace_batch` calls: halved while the
+/// node refuses or cannot serve them in time, grown back after. One trace
+/// the node cannot serve is the caller's refusal, which then asks for
+/// fewer blocks.
+async fn fetch_traces(shared: &Shared, blocks: &[RpcBlock]) -> Result<Vec<Vec<TxTrace>>, Refusal> {
+    let mut out = vec![Vec::new(); blocks.len()];
+    let wanted: Vec<usize> = (0..blocks.len())
+        .filter(|&i| !blocks[i].transactions.is_empty())
+        .collect();
+    let mut at = 0;
+    while at < wanted.len() {
+        let size = shared
+            .trace_batch
+            .load(Ordering::Relaxed)
+            .clamp(1, wanted.len() - at);
+        let chunk = &wanted[at..at + size];
+        match trace_batch(shared, blocks, chunk).await {
+            Ok(traces) => {
+                for (&i, t) in chunk.iter().zip(traces) {
+                    out[i] = t;
+                }
+                at += size;
+                let max = shared.cfg.traces_per_request.max(1);
+                let now = shared.trace_batch.load(Ordering::Relaxed);
+                if size >= now && now < max {
+                    shared
+                        .trace_batch
+                        .store((now + now.div_ceil(4)).min(max), Ordering::Relaxed);
+                }
+            }
+            Err(Refusal::TooLarge(why) | Refusal::TimedOut(why)) if size > 1 => {
+                shared.trace_batch.store(size / 2, Ordering::Relaxed);
+                debug!(%why, traces = size / 2, "node refused or could not serve the traces; asking for fewer");
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}
+
+/// One batched request of `debug_traceBlockByHash` for `blocks[chunk]`.
+async fn trace_batch(
+    shared: &Shared,
+    blocks: &[RpcBlock],
+    chunk: &[usize],
+) -> Result<Vec<Vec<TxTrace>>, Refusal> {
+    const METHOD: &str = "debug_traceBlockByHash";
+    let mut batch = shared.rpc.new_batch();
+    let mut waiters = Vec::with_capacity(chunk.len());
+    for &i in chunk {
+        let params = (blocks[i].hash, json!({ "tracer": "callTracer" }));
+        waiters.push(
+            batch
+                .add::<_, Vec<TxTrace>>(METHOD, &params)
+                .map_err(|e| shared.refusal(METHOD, e))?,
+        );
+    }
+    batch.send().await.map_err(|e| shared.refusal(METHOD, e))?;
+    let mut answers = Vec::with_capacity(waiters.len());
+    for w in waiters {
+        answers.push(w.await.map_err(crate::rpc::classify_error));
+    }
+    if let Some(why) = crate::rpc::size_refusal(answers.iter().filter_map(|a| a.as_ref().err())) {
+        return Err(Refusal::TooLarge(why));
+    }
+    answers
+        .into_iter()
+        .map(|a| a.map_err(|e| shared.refusal(METHOD, e)))
+        .collect()
 }
 
 /// Why an `eth_getLogs` answer cannot be the block's Transfer logs, by what

@@ -50,7 +50,14 @@ enum Refusal {
     Throttle,
     /// Every request let through: the provider only watches the pace.
     Nothing,
+    /// No size limit, but a request holding more than [`TRACE_LIMIT`]
+    /// `debug_traceBlockByHash` calls gets no answer before the client's
+    /// timeout: traces cost a node far more than blocks or logs.
+    SlowTraces,
 }
+
+/// Most traces [`Refusal::SlowTraces`] serves in one request in time.
+const TRACE_LIMIT: usize = 3;
 
 /// How the proxy throttles: every `every`th request, whatever its size, is
 /// answered HTTP 429 `Too Many Requests` with `Retry-After: RETRY_AFTER`.
@@ -72,6 +79,10 @@ struct Seen {
     logs_asked: std::collections::HashSet<String>,
     /// When each request arrived, and whether it was let through.
     arrivals: Vec<(Instant, bool)>,
+    /// `eth_getBlockByNumber` calls in each request let through that had any.
+    block_batches: Vec<usize>,
+    /// `debug_traceBlockByHash` calls in each request let through that had any.
+    trace_batches: Vec<usize>,
 }
 
 impl Seen {
@@ -206,9 +217,15 @@ async fn answer(
         single => vec![single],
     };
     let asked_before = seen.lock().unwrap().requests.len();
+    let count = |method: &str| calls.iter().filter(|c| c["method"] == method).count();
+    let (blocks, traces) = (
+        count("eth_getBlockByNumber"),
+        count("debug_traceBlockByHash"),
+    );
     let refused = match refusal {
         Refusal::Throttle => (asked_before + 1).is_multiple_of(THROTTLE_EVERY),
         Refusal::EmptyLogsFirst | Refusal::Nothing => false,
+        Refusal::SlowTraces => traces > TRACE_LIMIT,
         _ => calls.len() > LIMIT,
     };
     if refusal == Refusal::EmptyLogsFirst {
@@ -219,6 +236,12 @@ async fn answer(
         seen.requests.push((calls.len(), !refused));
         seen.arrivals.push((Instant::now(), !refused));
         if !refused {
+            if blocks > 0 {
+                seen.block_batches.push(blocks);
+            }
+            if traces > 0 {
+                seen.trace_batches.push(traces);
+            }
             seen.heights.extend(
                 calls
                     .iter()
@@ -243,7 +266,7 @@ async fn answer(
                 let errors = [error(&calls[0]["id"], -32600, "batch too large")];
                 (200, serde_json::to_vec(&errors).unwrap())
             }
-            Refusal::Silence => {
+            Refusal::Silence | Refusal::SlowTraces => {
                 tokio::time::sleep(SILENCE).await;
                 (504, Vec::new())
             }
@@ -425,7 +448,7 @@ async fn catch_up(refusal: Refusal, requests_per_second: u32) -> Seen {
             traces: true,
             blocks_per_request: 50,
             batches_in_flight: 2,
-            request_timeout: if refusal == Refusal::Silence {
+            request_timeout: if matches!(refusal, Refusal::Silence | Refusal::SlowTraces) {
                 Duration::from_secs(1)
             } else {
                 Duration::from_secs(10)
@@ -487,6 +510,31 @@ async fn catch_up(refusal: Refusal, requests_per_second: u32) -> Seen {
     let seen = std::mem::take(&mut *proxy.seen());
     let refused = seen.refused();
     let forwarded = seen.forwarded();
+    if refusal == Refusal::SlowTraces {
+        eprintln!(
+            "SlowTraces: block batches {:?}; trace batches {:?}; refused {refused:?}",
+            seen.block_batches, seen.trace_batches
+        );
+        // Blocks and logs went 50 at a time all along: the traces alone
+        // were asked for in fewer, within what the node serves in time.
+        assert!(
+            seen.block_batches.iter().filter(|n| **n == 50).count() >= 2,
+            "block batches were shrunk for the traces: {:?}",
+            seen.block_batches
+        );
+        // Besides single-block asks at the tip, only the tail's 21 is short.
+        assert!(
+            seen.block_batches.iter().all(|n| *n == 1 || *n >= 21),
+            "{:?}",
+            seen.block_batches
+        );
+        assert!(
+            seen.trace_batches.iter().any(|n| *n > 1),
+            "traces still go several at a time: {:?}",
+            seen.trace_batches
+        );
+        return seen;
+    }
     if matches!(refusal, Refusal::EmptyLogsFirst | Refusal::Nothing) {
         // Every payment was found above, the tokens' included.
         return seen;
@@ -604,4 +652,12 @@ async fn requests_are_paced_to_the_providers_budget() {
 #[tokio::test]
 async fn an_empty_logs_answer_the_block_bloom_contradicts_is_not_trusted() {
     catches_up_behind_a_provider_that_refuses(Refusal::EmptyLogsFirst).await;
+}
+
+/// After an outage, 50 blocks' traces in one request are more than the node
+/// serves in time. The traces go in batches of their own, halved until
+/// they are served, while blocks and logs keep going 50 at a time.
+#[tokio::test]
+async fn traces_go_in_smaller_batches_of_their_own() {
+    catch_up(Refusal::SlowTraces, 0).await;
 }
