@@ -19,7 +19,7 @@ pub use amount::{Amount, AmountError, AmountProblem};
 pub use block::{AssetId, BlockRef, ChainEvent, SourceBlock, Transfer};
 pub use method::{Asset, Method, MethodError};
 pub use network::{Network, UnknownNetwork};
-pub use pacing::Pacer;
+pub use pacing::{retry_after, Pacer};
 pub use read_ahead::{AtHeight, FetchRange, ReadAhead};
 pub use source::{BlockSource, SourceError, Unconfirmed};
 pub use stream::{CanonicalStream, StreamError};

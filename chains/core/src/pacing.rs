@@ -72,6 +72,14 @@ impl Pacer {
     }
 }
 
+/// A `Retry-After` header's value in seconds (the form providers use; an
+/// HTTP date is not read, and the caller's own backoff applies), at most
+/// `max`.
+pub fn retry_after(value: &str, max: Duration) -> Option<Duration> {
+    let secs = value.trim().parse::<u64>().ok()?;
+    Some(Duration::from_secs(secs).min(max))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -66,17 +66,9 @@ impl PacedHttp {
     }
 }
 
-/// `Retry-After` in seconds (the form providers use; an HTTP date is not
-/// read, and the caller's own backoff applies).
+/// `Retry-After` in seconds, at most [`MAX_RETRY_AFTER`].
 fn retry_after(headers: &reqwest_alloy::header::HeaderMap) -> Option<Duration> {
-    let secs = headers
-        .get(RETRY_AFTER)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse::<u64>()
-        .ok()?;
-    Some(Duration::from_secs(secs).min(MAX_RETRY_AFTER))
+    paywatch_core::retry_after(headers.get(RETRY_AFTER)?.to_str().ok()?, MAX_RETRY_AFTER)
 }
 
 impl tower::Service<RequestPacket> for PacedHttp {

@@ -88,14 +88,7 @@ impl Budget {
 
 /// `Retry-After` in seconds, at most [`MAX_PAUSE`].
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let secs = headers
-        .get(RETRY_AFTER)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse::<u64>()
-        .ok()?;
-    Some(Duration::from_secs(secs).min(MAX_PAUSE))
+    paywatch_core::retry_after(headers.get(RETRY_AFTER)?.to_str().ok()?, MAX_PAUSE)
 }
 
 /// A gRPC channel with the metadata, the pacing and the pauses.
