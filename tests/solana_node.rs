@@ -528,3 +528,39 @@ async fn a_watcher_behind_the_nodes_retention_halts_naming_the_gap() {
         "nothing past the gap was taken as complete"
     );
 }
+
+/// Public endpoints allow about 100 MB per 30 s, and a mainnet block read
+/// with `transactionDetails: "full"` is several MB of instructions and
+/// logs paywatch never reads. Blocks are asked as account lists (keys,
+/// balances, token balances: all a payment is read from), gzip-compressed,
+/// and a payment is still found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocks_are_read_as_compressed_account_lists() {
+    let mut w = solana_world(SolanaOptions::default()).await;
+    let i = w.daemon.order("lists", "100").await;
+    w.pay_sol(&i.address, SOL_FOR_100_USD);
+    w.settle();
+    w.daemon
+        .wait_for(i.id, "paid from an account list", |r| {
+            r.status == Status::Paid
+        })
+        .await;
+    let asked = w.node.block_details_asked();
+    assert!(asked.iter().any(|d| d == "accounts"), "{asked:?}");
+    assert!(
+        asked.iter().all(|d| d == "accounts" || d == "none"),
+        "no block read whole: {asked:?}"
+    );
+    // The double compresses what is above 256 bytes for a client that asks,
+    // as a provider's front end does; a block with a transaction is above it.
+    eprintln!(
+        "{} requests, {} bytes sent, {} responses compressed",
+        w.node.requests(),
+        w.node.bytes_sent(),
+        w.node.gzipped_responses()
+    );
+    assert!(
+        w.node.gzipped_responses() > 0,
+        "paywatch asks for gzip and takes it"
+    );
+}

@@ -179,7 +179,7 @@ impl Header {
 
 #[derive(Debug, Clone, Copy)]
 enum Details {
-    Full,
+    Accounts,
     None,
 }
 
@@ -255,7 +255,7 @@ impl FetchRange<Fetched> for Arc<Shared> {
         from: u64,
         count: usize,
     ) -> impl Future<Output = Result<Vec<Fetched>, SourceError>> + Send + 'static {
-        fetch_range(self.clone(), from, count, Details::Full)
+        fetch_range(self.clone(), from, count, Details::Accounts)
     }
 
     fn batch_len(&self, from: u64) -> usize {
@@ -378,7 +378,10 @@ impl Shared {
         commitment: &str,
     ) -> Result<Result<UiConfirmedBlock, AnswerError>, SourceError> {
         let details = match details {
-            Details::Full => "full",
+            // Account keys, balances and token balances: all a payment is
+            // read from, without instructions or logs (a mainnet block's
+            // bulk). See `scan`.
+            Details::Accounts => "accounts",
             Details::None => "none",
         };
         let body = self
@@ -515,7 +518,7 @@ async fn fetch_range(
             out.push(Fetched {
                 block: header.block_ref(),
                 timestamp: header.time,
-                body: matches!(details, Details::Full).then(|| Box::new(body)),
+                body: matches!(details, Details::Accounts).then(|| Box::new(body)),
             });
         }
         next = header.slot + 1;

@@ -229,6 +229,23 @@ impl SolanaNode {
         lock(&self.shared).requests
     }
 
+    /// The `transactionDetails` of every `getBlock` asked so far, in order
+    /// (`"full"` when the request named none).
+    pub fn block_details_asked(&self) -> Vec<String> {
+        lock(&self.shared).block_details.clone()
+    }
+
+    /// Bytes of response bodies sent so far, as sent: gzip-compressed above
+    /// 256 bytes to a client that accepts it, as a provider's front end does.
+    pub fn bytes_sent(&self) -> u64 {
+        lock(&self.shared).bytes_sent
+    }
+
+    /// Responses sent gzip-compressed so far.
+    pub fn gzipped_responses(&self) -> u64 {
+        lock(&self.shared).gzipped
+    }
+
     /// The newest slot at processed / confirmed / finalized.
     pub fn slots(&self) -> (u64, u64, u64) {
         let s = lock(&self.shared);

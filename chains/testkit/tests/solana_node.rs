@@ -398,3 +398,129 @@ async fn fork_replaces_unfinalized_blocks() {
         .unwrap_err();
     assert_eq!(code(&err), Some(-32007));
 }
+
+/// `transactionDetails: "accounts"` as agave's `build_json_accounts` serves
+/// it: signatures and every loaded account key (static, then the lookup
+/// table's, with their source, writable and signer flags), balances and
+/// token balances as in "full", and no instructions, logs or loaded
+/// addresses.
+#[tokio::test]
+async fn accounts_details_list_every_key_and_leave_out_instructions_and_logs() {
+    let (mut node, client) = node().await;
+    let alice = SolanaNode::dev(0);
+    let merchant = Keypair::new().pubkey();
+    let other = Keypair::new().pubkey();
+    for _ in 0..3 {
+        node.produce_block();
+    }
+    let table = node.create_lookup_table(&alice, vec![merchant]).unwrap();
+    node.produce_block();
+    let legacy = node.send_sol(&alice, &other, LAMPORTS_PER_SOL).unwrap();
+    let v0 = node
+        .send_sol_v0(&alice, &merchant, LAMPORTS_PER_SOL, &table)
+        .unwrap();
+    let slot = node.produce_block();
+
+    let accounts_config = RpcBlockConfig {
+        transaction_details: Some(TransactionDetails::Accounts),
+        ..config(CommitmentConfig::confirmed(), Some(0))
+    };
+    let listed = client
+        .get_block_with_config(slot, accounts_config)
+        .await
+        .expect("getBlock with accounts");
+    let full = block(&client, slot).await;
+    let txs = listed.transactions.expect("transactions");
+    assert_eq!(txs.len(), full.transactions.as_ref().unwrap().len());
+    for (sig, expected_keys) in [
+        (
+            legacy,
+            vec![
+                (alice.pubkey().to_string(), true, true, "transaction"),
+                (other.to_string(), true, false, "transaction"),
+                (
+                    "11111111111111111111111111111111".to_string(),
+                    false,
+                    false,
+                    "transaction",
+                ),
+            ],
+        ),
+        (
+            v0,
+            vec![
+                (alice.pubkey().to_string(), true, true, "transaction"),
+                (
+                    "11111111111111111111111111111111".to_string(),
+                    false,
+                    false,
+                    "transaction",
+                ),
+                (merchant.to_string(), true, false, "lookupTable"),
+            ],
+        ),
+    ] {
+        let tx = txs
+            .iter()
+            .find(|t| match &t.transaction {
+                EncodedTransaction::Accounts(a) => a.signatures.first() == Some(&sig.to_string()),
+                _ => false,
+            })
+            .unwrap_or_else(|| panic!("{sig} listed with its accounts"));
+        let EncodedTransaction::Accounts(list) = &tx.transaction else {
+            unreachable!()
+        };
+        let keys: Vec<(String, bool, bool, String)> = list
+            .account_keys
+            .iter()
+            .map(|a| {
+                let source = serde_json::to_value(&a.source).unwrap();
+                (
+                    a.pubkey.clone(),
+                    a.writable,
+                    a.signer,
+                    source.as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        let expected: Vec<(String, bool, bool, String)> = expected_keys
+            .into_iter()
+            .map(|(k, w, s, src)| (k, w, s, src.to_owned()))
+            .collect();
+        assert_eq!(keys, expected, "{sig}");
+        let meta = tx.meta.as_ref().unwrap();
+        let (full_tx, _) = find(&full, &sig);
+        let full_meta = full_tx.meta.unwrap();
+        assert_eq!(meta.pre_balances, full_meta.pre_balances);
+        assert_eq!(meta.post_balances, full_meta.post_balances);
+        assert_eq!(meta.fee, full_meta.fee);
+    }
+    // On the wire, as agave leaves them out (a decoded meta cannot tell
+    // an absent field from a null one).
+    let raw: serde_json::Value = client
+        .send(
+            solana_rpc_client::api::request::RpcRequest::GetBlock,
+            serde_json::json!([slot, {
+                "transactionDetails": "accounts",
+                "maxSupportedTransactionVersion": 0,
+                "rewards": false,
+                "commitment": "confirmed",
+            }]),
+        )
+        .await
+        .unwrap();
+    for tx in raw["transactions"].as_array().unwrap() {
+        let meta = &tx["meta"];
+        for absent in [
+            "innerInstructions",
+            "logMessages",
+            "loadedAddresses",
+            "computeUnitsConsumed",
+            "rewards",
+        ] {
+            assert!(meta.get(absent).is_none(), "{absent} in {meta}");
+        }
+        assert!(meta.get("preTokenBalances").is_some(), "{meta}");
+        assert!(tx["transaction"].get("message").is_none(), "{tx}");
+    }
+}

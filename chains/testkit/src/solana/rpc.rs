@@ -7,13 +7,15 @@ use std::time::Duration;
 
 use base64::prelude::{Engine, BASE64_STANDARD};
 use serde_json::{json, Value};
+use solana_message::v0::LoadedMessage;
 use solana_message::VersionedMessage;
 use solana_transaction_status_client_types::option_serializer::OptionSerializer;
 use solana_transaction_status_client_types::{
     EncodedConfirmedTransactionWithStatusMeta, EncodedTransaction,
-    EncodedTransactionWithStatusMeta, TransactionBinaryEncoding, TransactionDetails,
-    UiCompiledInstruction, UiConfirmedBlock, UiMessage, UiRawMessage, UiTransaction,
-    UiTransactionEncoding, UiTransactionStatusMeta,
+    EncodedTransactionWithStatusMeta, ParsedAccount, ParsedAccountSource,
+    TransactionBinaryEncoding, TransactionDetails, UiAccountsList, UiCompiledInstruction,
+    UiConfirmedBlock, UiMessage, UiRawMessage, UiTransaction, UiTransactionEncoding,
+    UiTransactionStatusMeta,
 };
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;
@@ -27,7 +29,17 @@ pub(crate) struct Served {
     pub(crate) ledger: Ledger,
     pub(crate) fault: SolanaFault,
     pub(crate) requests: u64,
+    /// `transactionDetails` of each `getBlock` asked, in order.
+    pub(crate) block_details: Vec<String>,
+    /// Bytes of response bodies sent, as sent (compressed or not).
+    pub(crate) bytes_sent: u64,
+    /// Responses sent gzip-compressed.
+    pub(crate) gzipped: u64,
 }
+
+/// Bodies above this go gzip-compressed to a client that accepts it, as a
+/// provider's front end sends them (nginx with `gzip_min_length 256`).
+const GZIP_ABOVE: usize = 256;
 
 pub(crate) type Shared = Arc<Mutex<Served>>;
 
@@ -76,7 +88,7 @@ pub(crate) async fn serve(listener: TcpListener, shared: Shared) {
         tokio::spawn(async move {
             let (r, mut w) = sock.into_split();
             let mut r = BufReader::new(r);
-            while let Some(body) = read_request(&mut r).await {
+            while let Some((body, gzip_ok)) = read_request(&mut r).await {
                 let (status, extra, out) = match answer(&shared) {
                     Answer::TooMany(secs) => (
                         "429 Too Many Requests",
@@ -94,6 +106,17 @@ pub(crate) async fn serve(listener: TcpListener, shared: Shared) {
                     }
                     Answer::Normal => ("200 OK", String::new(), respond(&shared, &body)),
                 };
+                let compress = gzip_ok && out.len() > GZIP_ABOVE;
+                let (out, extra) = if compress {
+                    (gzip(&out), format!("{extra}content-encoding: gzip\r\n"))
+                } else {
+                    (out, extra)
+                };
+                {
+                    let mut s = lock(&shared);
+                    s.bytes_sent += out.len() as u64;
+                    s.gzipped += u64::from(compress);
+                }
                 let head = format!(
                     "HTTP/1.1 {status}\r\ncontent-type: application/json\r\n{extra}content-length: {}\r\n\r\n",
                     out.len()
@@ -106,9 +129,21 @@ pub(crate) async fn serve(listener: TcpListener, shared: Shared) {
     }
 }
 
-/// The body of the next request on the connection; `None` when it closes.
-async fn read_request<R: AsyncBufReadExt + AsyncReadExt + Unpin>(r: &mut R) -> Option<Vec<u8>> {
+fn gzip(body: &[u8]) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    // Writing to a Vec cannot fail.
+    let _ = enc.write_all(body);
+    enc.finish().unwrap_or_default()
+}
+
+/// The body of the next request on the connection, and whether the client
+/// accepts gzip; `None` when it closes.
+async fn read_request<R: AsyncBufReadExt + AsyncReadExt + Unpin>(
+    r: &mut R,
+) -> Option<(Vec<u8>, bool)> {
     let mut len = 0usize;
+    let mut gzip_ok = false;
     let mut line = String::new();
     loop {
         line.clear();
@@ -123,11 +158,14 @@ async fn read_request<R: AsyncBufReadExt + AsyncReadExt + Unpin>(r: &mut R) -> O
             if k.eq_ignore_ascii_case("content-length") {
                 len = v.trim().parse().unwrap_or(0);
             }
+            if k.eq_ignore_ascii_case("accept-encoding") {
+                gzip_ok = v.split(',').any(|e| e.trim().starts_with("gzip"));
+            }
         }
     }
     let mut body = vec![0u8; len];
     r.read_exact(&mut body).await.ok()?;
-    Some(body)
+    Some((body, gzip_ok))
 }
 
 fn respond(shared: &Shared, body: &[u8]) -> Vec<u8> {
@@ -146,6 +184,13 @@ fn respond(shared: &Shared, body: &[u8]) -> Vec<u8> {
 
 /// [`handle`], after the faults that answer one method with an error.
 fn handle_served(s: &mut Served, req: &Value) -> Value {
+    if req.get("method").and_then(Value::as_str) == Some("getBlock") {
+        let details = req
+            .pointer("/params/1/transactionDetails")
+            .and_then(Value::as_str)
+            .unwrap_or("full");
+        s.block_details.push(details.to_owned());
+    }
     if let SolanaFault::TipNotYetAvailable { requests } = &mut s.fault {
         let slot = req
             .get("params")
@@ -417,11 +462,15 @@ fn encode_block(
         ),
         TransactionDetails::Signatures => (None, Some(b.txs.iter().map(first_sig).collect())),
         TransactionDetails::None => (None, None),
-        TransactionDetails::Accounts => {
-            return Err(invalid(
-                "transactionDetails accounts is not served by the test node",
-            ))
-        }
+        TransactionDetails::Accounts => (
+            Some(
+                b.txs
+                    .iter()
+                    .map(|t| encode_accounts(t, show_rewards, max_version.is_some()))
+                    .collect(),
+            ),
+            None,
+        ),
     };
     Ok(UiConfirmedBlock {
         previous_blockhash: b.previous_blockhash.clone(),
@@ -434,6 +483,74 @@ fn encode_block(
         block_time: Some(b.block_time),
         block_height: Some(b.block_height),
     })
+}
+
+/// A transaction as agave's `build_json_accounts` gives it for
+/// `transactionDetails: "accounts"` (whatever the encoding): its signatures
+/// and every account key it loads (static, then those of its lookup tables,
+/// writable first) with writable, signer and source; the meta without
+/// instructions, logs, loaded addresses, return data or compute units
+/// (`build_simple_ui_transaction_status_meta`). Not modelled: a legacy
+/// message's reserved keys (sysvars, builtins) shown read-only when asked
+/// writable; such keys are not what a payment touches.
+fn encode_accounts(
+    t: &StoredTx,
+    show_rewards: bool,
+    with_version: bool,
+) -> EncodedTransactionWithStatusMeta {
+    let source = |static_len: usize, i: usize| {
+        Some(if i < static_len {
+            ParsedAccountSource::Transaction
+        } else {
+            ParsedAccountSource::LookupTable
+        })
+    };
+    let account_keys: Vec<ParsedAccount> = match &t.tx.message {
+        VersionedMessage::Legacy(m) => m
+            .account_keys
+            .iter()
+            .enumerate()
+            .map(|(i, key)| ParsedAccount {
+                pubkey: key.to_string(),
+                writable: m.is_maybe_writable(i, None),
+                signer: m.is_signer(i),
+                source: source(m.account_keys.len(), i),
+            })
+            .collect(),
+        VersionedMessage::V0(m) => {
+            let reserved = std::collections::HashSet::new();
+            let loaded = LoadedMessage::new_borrowed(m, &t.meta.loaded_addresses, &reserved);
+            loaded
+                .account_keys()
+                .iter()
+                .enumerate()
+                .map(|(i, key)| ParsedAccount {
+                    pubkey: key.to_string(),
+                    writable: loaded.is_writable(i),
+                    signer: loaded.is_signer(i),
+                    source: source(m.account_keys.len(), i),
+                })
+                .collect()
+        }
+    };
+    let mut meta = UiTransactionStatusMeta::from(t.meta.clone());
+    meta.inner_instructions = OptionSerializer::Skip;
+    meta.log_messages = OptionSerializer::Skip;
+    meta.loaded_addresses = OptionSerializer::Skip;
+    meta.return_data = OptionSerializer::Skip;
+    meta.compute_units_consumed = OptionSerializer::Skip;
+    meta.cost_units = OptionSerializer::Skip;
+    if !show_rewards {
+        meta.rewards = OptionSerializer::Skip;
+    }
+    EncodedTransactionWithStatusMeta {
+        transaction: EncodedTransaction::Accounts(UiAccountsList {
+            signatures: t.tx.signatures.iter().map(ToString::to_string).collect(),
+            account_keys,
+        }),
+        meta: Some(meta),
+        version: with_version.then(|| t.tx.version()),
+    }
 }
 
 fn encode_tx(
