@@ -218,10 +218,20 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let addr: Option<SocketAddr> = listener.local_addr().ok();
     info!(?addr, "metrics listening");
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    // A scraper or two: a small cap, and slow clients shed as on the API.
+    let listener =
+        crate::api::bounded_listener::BoundedListener::new(listener, METRICS_CONNECTIONS);
+    let limits = crate::api::connections::Limits {
+        header_read_timeout: Duration::from_secs(5),
+        request_timeout: Duration::from_secs(30),
+        max_per_client: METRICS_CONNECTIONS_PER_CLIENT,
+    };
+    crate::api::connections::serve(listener, router(state), limits, shutdown).await
 }
+
+/// Connections the metrics listener serves at once, and from one client.
+const METRICS_CONNECTIONS: usize = 64;
+const METRICS_CONNECTIONS_PER_CLIENT: usize = 8;
 
 /// A chain gauge's value in a stored chain status; None leaves it out.
 type HeightOf = fn(&ChainStatus) -> Option<u64>;

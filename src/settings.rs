@@ -263,6 +263,18 @@ fn max_connections() -> usize {
     1024
 }
 
+fn max_connections_per_client() -> usize {
+    64
+}
+
+fn header_read_timeout_secs() -> u64 {
+    5
+}
+
+fn request_timeout_secs() -> u64 {
+    30
+}
+
 fn timeout_secs() -> u64 {
     30
 }
@@ -341,6 +353,17 @@ pub struct ApiSettings {
     /// Connections served at once; more wait to be accepted (backpressure).
     #[serde(default = "max_connections")]
     pub max_connections: usize,
+    /// Connections from one client address at once; the next is closed, so
+    /// one client cannot hold the slots every other one needs.
+    #[serde(default = "max_connections_per_client")]
+    pub max_connections_per_client: usize,
+    /// A request's head must arrive within this of the connection opening
+    /// or of the last answer (a keep-alive connection idle this long closes).
+    #[serde(default = "header_read_timeout_secs")]
+    pub header_read_timeout_secs: u64,
+    /// A request, body included, is answered within this (503 past it).
+    #[serde(default = "request_timeout_secs")]
+    pub request_timeout_secs: u64,
     /// Role (`storefront`, `operator`, `support`) → SHA-256 hashes (hex) of
     /// its bearer tokens. Tokens themselves are never configured or stored.
     pub tokens: BTreeMap<String, Vec<String>>,

@@ -690,3 +690,97 @@ async fn futures_join_all<F: std::future::Future>(fs: Vec<F>) -> Vec<F::Output> 
     .await;
     out.into_iter().map(|o| o.expect("ready")).collect()
 }
+
+/// A slowloris from one address: 1,100 connections that send nothing and
+/// 50 that send a byte a second, more than the listener's 1,024 slots.
+/// `/healthz` and an intent creation from another client still answer
+/// within a second, and the idle connections are closed by the server
+/// once their header-read time is up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_and_byte_a_second_connections_do_not_stop_the_api() {
+    use std::time::{Duration, Instant};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let api = Api::start(Backend::Sqlite).await;
+    let addr: std::net::SocketAddr = api
+        .client
+        .base
+        .trim_start_matches("http://")
+        .parse()
+        .unwrap();
+    // Every 127/8 address is this machine: the attacker is another client.
+    let from = |ip: &str| -> std::net::SocketAddr { format!("{ip}:0").parse().unwrap() };
+    let mut idle = Vec::new();
+    for _ in 0..1_100 {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(from("127.0.0.2")).unwrap();
+        idle.push(socket.connect(addr).await.unwrap());
+    }
+    let mut trickle = Vec::new();
+    for _ in 0..50 {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(from("127.0.0.3")).unwrap();
+        let mut conn = socket.connect(addr).await.unwrap();
+        trickle.push(tokio::spawn(async move {
+            for byte in b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: "
+                .iter()
+                .cycle()
+                .take(30)
+            {
+                if conn.write_all(&[*byte]).await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    let fresh = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    let health = tokio::time::timeout(
+        Duration::from_secs(1),
+        fresh.get(format!("{}/healthz", api.client.base)).send(),
+    )
+    .await
+    .expect("/healthz answers within a second")
+    .unwrap();
+    assert!(health.status().is_success(), "{}", health.status());
+    let created = tokio::time::timeout(
+        Duration::from_secs(1),
+        fresh
+            .post(format!("{}/v1/intents", api.client.base))
+            .bearer_auth(STOREFRONT)
+            .header("content-type", "application/json")
+            .body(order("slow-1").to_string())
+            .send(),
+    )
+    .await
+    .expect("an intent is created within a second")
+    .unwrap();
+    assert_eq!(
+        created.status(),
+        StatusCode::CREATED,
+        "{:?}",
+        created.text().await
+    );
+    eprintln!("both answered in {:?}", started.elapsed());
+
+    // The idle connections are closed by the server, none left hanging.
+    let mut closed = 0;
+    for conn in &mut idle {
+        let mut buf = [0u8; 1];
+        match tokio::time::timeout(Duration::from_secs(8), conn.read(&mut buf)).await {
+            Ok(Ok(0) | Err(_)) => closed += 1,
+            Ok(Ok(_)) => {}
+            Err(_) => panic!("an idle connection was still open after 8 s"),
+        }
+    }
+    assert_eq!(closed, idle.len());
+    for t in trickle {
+        t.abort();
+    }
+}

@@ -150,6 +150,9 @@ mod tests {
             listen: String::new(),
             max_body_bytes: 1024,
             max_connections: 1,
+            max_connections_per_client: 1,
+            header_read_timeout_secs: 1,
+            request_timeout_secs: 1,
             tokens: map,
         })
     }
@@ -183,6 +186,9 @@ mod tests {
             listen: String::new(),
             max_body_bytes: 1,
             max_connections: 1,
+            max_connections_per_client: 1,
+            header_read_timeout_secs: 1,
+            request_timeout_secs: 1,
             tokens: map,
         })
         .unwrap_err();
@@ -193,6 +199,9 @@ mod tests {
             listen: String::new(),
             max_body_bytes: 1,
             max_connections: 1,
+            max_connections_per_client: 1,
+            header_read_timeout_secs: 1,
+            request_timeout_secs: 1,
             tokens: map,
         })
         .unwrap_err();

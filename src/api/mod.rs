@@ -3,7 +3,8 @@
 //! `openapi/v1.json` and served at /v1/openapi.json.
 
 mod auth;
-mod bounded_listener;
+pub(crate) mod bounded_listener;
+pub(crate) mod connections;
 mod error;
 mod health;
 mod intent_view;
@@ -14,6 +15,7 @@ mod webhooks;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::header::CONTENT_TYPE;
@@ -149,10 +151,14 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let addr: Option<SocketAddr> = listener.local_addr().ok();
-    let max_connections = state.ctx.settings.api.max_connections;
-    info!(?addr, max_connections, "HTTP API listening");
+    let api = &state.ctx.settings.api;
+    let max_connections = api.max_connections;
+    let limits = connections::Limits {
+        header_read_timeout: Duration::from_secs(api.header_read_timeout_secs.max(1)),
+        request_timeout: Duration::from_secs(api.request_timeout_secs.max(1)),
+        max_per_client: api.max_connections_per_client,
+    };
+    info!(?addr, max_connections, ?limits, "HTTP API listening");
     let listener = bounded_listener::BoundedListener::new(listener, max_connections);
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    connections::serve(listener, router(state), limits, shutdown).await
 }
