@@ -12,7 +12,7 @@ use tokio::net::TcpListener;
 
 const NOW_S: i64 = 1_700_000_000;
 
-/// Serves whatever body is current, counting requests.
+/// Serves whatever body is current, counting requests; status 0 hangs.
 async fn server(body: Arc<Mutex<(u16, String)>>, hits: Arc<AtomicUsize>) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -26,6 +26,11 @@ async fn server(body: Arc<Mutex<(u16, String)>>, hits: Arc<AtomicUsize>) -> Stri
             tokio::spawn(async move {
                 let mut buf = [0u8; 4096];
                 let _ = socket.read(&mut buf).await;
+                if status == 0 {
+                    // A source that hangs: never a byte back.
+                    tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+                    return;
+                }
                 let response = format!(
                     "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                     body.len()
@@ -160,7 +165,8 @@ async fn rates_are_cached_and_a_failed_refresh_falls_back_only_while_they_are_fr
         rates.usd_rate(Asset::Ltc).await.unwrap().usd_per_coin,
         Decimal::from(100)
     );
-    assert_eq!(hits.load(Ordering::SeqCst), 2);
+    // The refresh runs in the background.
+    wait_for_hits(&hits, 2).await;
     // …and is refused once it is older.
     clock.advance_secs(61);
     assert!(matches!(
@@ -225,4 +231,78 @@ async fn stablecoins_are_at_par_unless_configured_otherwise() {
         market.usd_rate(Asset::Usdc).await.is_err(),
         "USDC is not published by this source"
     );
+}
+
+async fn wait_for_hits(hits: &AtomicUsize, n: usize) {
+    for _ in 0..200 {
+        if hits.load(Ordering::SeqCst) >= n {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!(
+        "the source was asked {} times, not {n}",
+        hits.load(Ordering::SeqCst)
+    );
+}
+
+/// The rate source hangs once its answer is due a refresh. Quotes keep
+/// coming from the cached rate, all at once, while it is within its maximum
+/// age: one refresh runs in the background, never one per quote under a
+/// lock (before, each quote waited out the 10 s timeout in turn).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_rate_source_holds_up_no_quote_while_the_cached_rate_is_fresh() {
+    let body = Arc::new(Mutex::new((
+        200,
+        format!(r#"{{"timestamp": {NOW_S}, "rates": {{"LTC": "100"}}}}"#),
+    )));
+    let hits = Arc::new(AtomicUsize::new(0));
+    let url = server(body.clone(), hits.clone()).await;
+    let clock = clock();
+    let rates = Arc::new(HttpJsonRates::new(url, 120, 30, clock.clone()));
+    rates.usd_rate(Asset::Ltc).await.unwrap();
+
+    body.lock().unwrap().0 = 0;
+    clock.advance_secs(60);
+    let started = std::time::Instant::now();
+    let quotes: Vec<_> = (0..20)
+        .map(|_| {
+            let rates = rates.clone();
+            tokio::spawn(async move { rates.usd_rate(Asset::Ltc).await })
+        })
+        .collect();
+    for q in quotes {
+        let rate = q.await.unwrap().unwrap();
+        assert_eq!(rate.usd_per_coin, Decimal::from(100));
+    }
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(1),
+        "20 quotes took {:?} behind a hanging source",
+        started.elapsed()
+    );
+    wait_for_hits(&hits, 2).await;
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        2,
+        "one refresh, not one per quote"
+    );
+}
+
+/// An answer far larger than any rates list is refused, not read whole.
+#[tokio::test]
+async fn an_oversized_rates_answer_is_refused_unread() {
+    let huge = format!(
+        r#"{{"timestamp": {NOW_S}, "rates": {{"LTC": "100"}}, "pad": "{}"}}"#,
+        "x".repeat(2 << 20)
+    );
+    let url = server(
+        Arc::new(Mutex::new((200, huge))),
+        Arc::new(AtomicUsize::new(0)),
+    )
+    .await;
+    let err = HttpJsonRates::new(url, 300, 30, clock())
+        .usd_rate(Asset::Ltc)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("larger than"), "{err}");
 }

@@ -89,14 +89,44 @@ pub const MAX_FUTURE_SKEW_SECS: i64 = 60;
 /// An HTTP endpoint answering `{"timestamp": <unix s>, "rates": {"BTC": "65000.10", …}}`.
 /// Rates may be JSON strings or numbers; numbers are read from their text,
 /// never through a float.
+///
+/// Quoting only reads the cached answer. Once it is `refresh_after_secs`
+/// old, one refresh runs in the background (never two at once), so a
+/// hanging source slows no intent creation while the cached rate is still
+/// within its maximum age; a failed refresh is tried again after a pause
+/// that doubles from a second to a minute. Only with nothing cached yet
+/// does a quote wait, for one fetch that every waiting quote shares. An
+/// answer larger than [`MAX_RATE_BODY`] is refused unread.
 #[derive(Debug)]
 pub struct HttpJsonRates {
+    inner: Arc<HttpInner>,
+}
+
+/// The largest rates answer read.
+pub const MAX_RATE_BODY: usize = 1 << 20;
+/// The longest pause between failed refreshes.
+const MAX_RETRY_MS: i64 = 60_000;
+
+#[derive(Debug)]
+struct HttpInner {
     url: String,
     max_age_secs: i64,
     refresh_after_secs: i64,
     client: reqwest::Client,
     clock: Arc<dyn Clock>,
-    cache: Mutex<Option<Snapshot>>,
+    state: std::sync::Mutex<Cache>,
+    /// Held by the one fetch a quote with nothing cached waits for.
+    first: Mutex<()>,
+}
+
+#[derive(Debug, Default)]
+struct Cache {
+    snapshot: Option<Snapshot>,
+    refreshing: bool,
+    /// No fetch before this, after a failed one.
+    retry_at_ms: i64,
+    failures: u32,
+    last_error: Option<RateError>,
 }
 
 #[derive(Debug, Clone)]
@@ -125,13 +155,22 @@ impl HttpJsonRates {
             .build()
             .unwrap_or_else(|_| reqwest::Client::new());
         HttpJsonRates {
-            url,
-            max_age_secs,
-            refresh_after_secs,
-            client,
-            clock,
-            cache: Mutex::new(None),
+            inner: Arc::new(HttpInner {
+                url,
+                max_age_secs,
+                refresh_after_secs,
+                client,
+                clock,
+                state: std::sync::Mutex::new(Cache::default()),
+                first: Mutex::new(()),
+            }),
         }
+    }
+}
+
+impl HttpInner {
+    fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn source_error(&self, reason: impl ToString) -> RateError {
@@ -142,18 +181,30 @@ impl HttpJsonRates {
     }
 
     async fn fetch(&self) -> Result<Snapshot, RateError> {
-        let response = self
+        let mut response = self
             .client
             .get(&self.url)
             .send()
             .await
-            .map_err(|e| self.source_error(e))?;
+            .map_err(|e| self.source_error(e.without_url()))?;
         if !response.status().is_success() {
             return Err(self.source_error(format!("HTTP {}", response.status())));
         }
-        let body = response.text().await.map_err(|e| self.source_error(e))?;
-        let wire: Wire<'_> =
-            serde_json::from_str(&body).map_err(|e| self.source_error(format!("bad JSON: {e}")))?;
+        let mut body = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| self.source_error(e.without_url()))?
+        {
+            if body.len() + chunk.len() > MAX_RATE_BODY {
+                return Err(
+                    self.source_error(format!("the answer is larger than {MAX_RATE_BODY} bytes"))
+                );
+            }
+            body.extend_from_slice(&chunk);
+        }
+        let wire: Wire<'_> = serde_json::from_slice(&body)
+            .map_err(|e| self.source_error(format!("bad JSON: {e}")))?;
         let mut rates = HashMap::new();
         for (name, raw) in wire.rates {
             let Ok(asset) = Asset::from_str(&name) else {
@@ -171,26 +222,87 @@ impl HttpJsonRates {
             rates,
         })
     }
+
+    /// One fetch, its outcome kept: the answer, or the error and when to
+    /// try again.
+    async fn refresh(&self) {
+        let fetched = self.fetch().await;
+        let now = self.clock.now_ms();
+        let mut cache = self.cache();
+        cache.refreshing = false;
+        match fetched {
+            Ok(snapshot) => {
+                cache.snapshot = Some(snapshot);
+                cache.failures = 0;
+                cache.retry_at_ms = 0;
+                cache.last_error = None;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "rate refresh failed; the cached rates serve while fresh");
+                let pause = (1_000i64 << cache.failures.min(6)).min(MAX_RETRY_MS);
+                cache.failures += 1;
+                cache.retry_at_ms = now + pause;
+                cache.last_error = Some(e);
+            }
+        }
+    }
+
+    /// Starts a background refresh if the cached answer is due one and
+    /// none is running or paused after a failure.
+    fn refresh_if_due(self: &Arc<Self>, now: i64) {
+        let mut cache = self.cache();
+        let due = cache
+            .snapshot
+            .as_ref()
+            .is_some_and(|s| now - s.fetched_at_ms >= self.refresh_after_secs * 1000);
+        if !due || cache.refreshing || now < cache.retry_at_ms {
+            return;
+        }
+        cache.refreshing = true;
+        drop(cache);
+        let inner = Arc::clone(self);
+        tokio::spawn(async move { inner.refresh().await });
+    }
+
+    /// Nothing cached yet: one fetch, shared by every quote waiting.
+    async fn first_fetch(&self) -> Result<(), RateError> {
+        let _only = self.first.lock().await;
+        {
+            let cache = self.cache();
+            if cache.snapshot.is_some() {
+                return Ok(());
+            }
+            if self.clock.now_ms() < cache.retry_at_ms {
+                return Err(cache
+                    .last_error
+                    .clone()
+                    .unwrap_or_else(|| self.source_error("not answered yet")));
+            }
+        }
+        self.refresh().await;
+        let cache = self.cache();
+        match (&cache.snapshot, &cache.last_error) {
+            (Some(_), _) => Ok(()),
+            (None, Some(e)) => Err(e.clone()),
+            (None, None) => Err(self.source_error("no answer")),
+        }
+    }
 }
 
 #[async_trait]
 impl RateSource for HttpJsonRates {
     async fn usd_rate(&self, asset: Asset) -> Result<Rate, RateError> {
-        let now = self.clock.now_ms();
-        let mut cache = self.cache.lock().await;
-        let fresh_enough = cache
-            .as_ref()
-            .is_some_and(|s| now - s.fetched_at_ms < self.refresh_after_secs * 1000);
-        if !fresh_enough {
-            match self.fetch().await {
-                Ok(s) => *cache = Some(s),
-                // A failed refresh falls back to the cached snapshot, which
-                // the age check below still guards.
-                Err(e) if cache.is_none() => return Err(e),
-                Err(e) => tracing::warn!(error = %e, "rate refresh failed; using the cached rates"),
-            }
+        let inner = &self.inner;
+        if inner.cache().snapshot.is_none() {
+            inner.first_fetch().await?;
         }
-        let snapshot = cache.as_ref().ok_or(RateError::Missing(asset))?;
+        let now = inner.clock.now_ms();
+        inner.refresh_if_due(now);
+        let snapshot = inner
+            .cache()
+            .snapshot
+            .clone()
+            .ok_or(RateError::Missing(asset))?;
         let usd_per_coin = *snapshot
             .rates
             .get(&asset)
@@ -205,16 +317,16 @@ impl RateSource for HttpJsonRates {
             });
         }
         let age_secs = (now - snapshot.published_at_ms) / 1000;
-        if age_secs > self.max_age_secs {
+        if age_secs > inner.max_age_secs {
             return Err(RateError::Stale {
                 asset,
                 age_secs,
-                max_age_secs: self.max_age_secs,
+                max_age_secs: inner.max_age_secs,
             });
         }
         Ok(Rate {
             usd_per_coin,
-            source: self.url.clone(),
+            source: inner.url.clone(),
             at_ms: snapshot.published_at_ms,
         })
     }
