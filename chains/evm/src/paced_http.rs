@@ -46,7 +46,9 @@ impl PacedHttp {
             .json(&req)
             .send()
             .await
-            .map_err(TransportErrorKind::custom)?;
+            // reqwest names the URL in its errors, and a provider's URL
+            // holds its API key (`…/v3/KEY`): errors reach logs and the API.
+            .map_err(|e| TransportErrorKind::custom(e.without_url()))?;
         let status = resp.status();
         if status == StatusCode::TOO_MANY_REQUESTS {
             if let Some(wait) = retry_after(resp.headers()) {
@@ -54,7 +56,10 @@ impl PacedHttp {
                 self.pacer.pause(wait);
             }
         }
-        let body = resp.bytes().await.map_err(TransportErrorKind::custom)?;
+        let body = resp
+            .bytes()
+            .await
+            .map_err(|e| TransportErrorKind::custom(e.without_url()))?;
         if !status.is_success() {
             return Err(TransportErrorKind::http_error(
                 status.as_u16(),
@@ -89,6 +94,22 @@ impl tower::Service<RequestPacket> for PacedHttp {
 mod tests {
     use super::*;
     use reqwest_alloy::header::{HeaderMap, HeaderValue};
+
+    /// A provider's URL holds its key; a failed request must not repeat it.
+    #[tokio::test]
+    async fn a_failed_request_does_not_name_the_url_and_its_key() {
+        let url: Url = "http://127.0.0.1:9/v3/SECRETKEY123".parse().unwrap();
+        let http = PacedHttp::new(
+            Client::new(),
+            url,
+            Arc::new(Pacer::new(0)),
+            "127.0.0.1:9".into(),
+        );
+        let req = alloy_json_rpc::Request::new("eth_blockNumber", 1u64.into(), ());
+        let packet = RequestPacket::Single(req.serialize().unwrap());
+        let err = http.send(packet).await.unwrap_err().to_string();
+        assert!(!err.contains("SECRETKEY123"), "{err}");
+    }
 
     #[test]
     fn retry_after_is_read_in_seconds_and_capped() {
