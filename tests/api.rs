@@ -784,3 +784,65 @@ async fn idle_and_byte_a_second_connections_do_not_stop_the_api() {
         t.abort();
     }
 }
+
+/// Health checks are anyone's to call, and on SQLite the database has one
+/// connection. While a long query holds it, a flood of `/readyz` answers at
+/// once from the last look (before, each queued for the connection), and
+/// the database is looked at again at most about once a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_readiness_checks_does_not_queue_for_the_database() {
+    use std::time::{Duration, Instant};
+
+    let api = Api::start(Backend::Sqlite).await;
+    let (st, _) = api.call(Method::GET, "/readyz", None, None, None).await;
+    assert_eq!(st, StatusCode::OK);
+
+    // Holds SQLite's one connection for a few seconds.
+    let store = api.ctx.store.clone();
+    let busy = tokio::spawn(async move {
+        store
+            .count_raw(
+                "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c \
+                 WHERE x < 40000000) SELECT COUNT(*) FROM c",
+            )
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = Instant::now();
+    // Fewer than the 64 connections one client may hold.
+    let checks: Vec<_> = (0..50)
+        .map(|_| {
+            let base = api.client.base.clone();
+            tokio::spawn(async move {
+                let t = Instant::now();
+                let status = reqwest::get(format!("{base}/readyz"))
+                    .await
+                    .unwrap()
+                    .status();
+                (status, t.elapsed())
+            })
+        })
+        .collect();
+    let mut slowest = Duration::ZERO;
+    for c in checks {
+        let (status, took) = c.await.unwrap();
+        assert!(
+            status == StatusCode::OK || status == StatusCode::SERVICE_UNAVAILABLE,
+            "{status}"
+        );
+        slowest = slowest.max(took);
+    }
+    eprintln!(
+        "50 readiness checks in {:?}, the slowest {slowest:?}",
+        started.elapsed()
+    );
+    assert!(
+        !busy.is_finished(),
+        "the query held the connection throughout the checks"
+    );
+    assert!(
+        slowest < Duration::from_millis(1_500),
+        "a readiness check waited {slowest:?} for the database"
+    );
+    busy.await.unwrap().unwrap();
+}

@@ -51,6 +51,8 @@ pub struct ApiState {
     pub(crate) tokens: Arc<TokenTable>,
     /// Wakes the reconciler, so a declared payment is looked at now.
     pub(crate) recheck: Arc<Notify>,
+    /// `/readyz`'s last look at the database.
+    pub(crate) readiness: Arc<health::Readiness>,
 }
 
 impl ApiState {
@@ -60,6 +62,7 @@ impl ApiState {
             ctx: Arc::new(ctx),
             tokens,
             recheck: Arc::new(Notify::new()),
+            readiness: Arc::default(),
         })
     }
 
