@@ -60,7 +60,8 @@ async fn fresh_http_rates_are_read_exactly_from_strings_and_numbers() {
     let rates = HttpJsonRates::new(url.clone(), 300, 30, clock.clone());
     let btc = rates.usd_rate(Asset::Btc).await.unwrap();
     assert_eq!(btc.usd_per_coin.to_string(), "65000.12345678");
-    assert_eq!(btc.source, url);
+    // Scheme, host and port: a price API's key lives in its path or query.
+    assert_eq!(btc.source, url.trim_end_matches("/rates"));
     assert_eq!(
         btc.at_ms,
         (NOW_S - 10) * 1000,
@@ -191,7 +192,11 @@ async fn a_broken_source_is_an_error_that_names_the_source_and_the_problem() {
             .contains("rates.BTC: '1e5' is not a decimal number"),
         "{err}"
     );
-    assert!(err.to_string().contains(&url), "{err}");
+    // Named by its origin, never its path or query (which may hold a key).
+    assert!(
+        err.to_string().contains(url.trim_end_matches("/rates")),
+        "{err}"
+    );
 
     *body.lock().unwrap() = (503, "{}".into());
     let err = HttpJsonRates::new(url, 300, 0, clock())
@@ -305,4 +310,38 @@ async fn an_oversized_rates_answer_is_refused_unread() {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("larger than"), "{err}");
+}
+
+/// A price API's key in the URL's path and query, and a user:password,
+/// never reach an intent's rate source nor an error.
+#[tokio::test]
+async fn the_rate_sources_key_is_never_shown() {
+    let body = Arc::new(Mutex::new((
+        200,
+        format!(r#"{{"timestamp": {NOW_S}, "rates": {{"BTC": "65000"}}}}"#),
+    )));
+    let url = server(body.clone(), Arc::new(AtomicUsize::new(0))).await;
+    let keyed = url
+        .replace("http://", "http://user:PASSW0RD@")
+        .replace("/rates", "/v1/KEY123/rates?apikey=QK456");
+    let rate = HttpJsonRates::new(keyed.clone(), 300, 30, clock())
+        .usd_rate(Asset::Btc)
+        .await
+        .unwrap();
+    *body.lock().unwrap() = (503, "{}".into());
+    let err = HttpJsonRates::new(keyed, 300, 30, clock())
+        .usd_rate(Asset::Btc)
+        .await
+        .unwrap_err()
+        .to_string();
+    for shown in [&rate.source, &err] {
+        for secret in ["KEY123", "QK456", "PASSW0RD"] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+    }
+    assert!(
+        rate.source.starts_with("http://127.0.0.1:"),
+        "{}",
+        rate.source
+    );
 }

@@ -110,6 +110,9 @@ const MAX_RETRY_MS: i64 = 60_000;
 #[derive(Debug)]
 struct HttpInner {
     url: String,
+    /// Scheme, host and port only: what intents, errors and logs show. The
+    /// path or query of a price API's URL often holds its key.
+    shown: String,
     max_age_secs: i64,
     refresh_after_secs: i64,
     client: reqwest::Client,
@@ -156,6 +159,7 @@ impl HttpJsonRates {
             .unwrap_or_else(|_| reqwest::Client::new());
         HttpJsonRates {
             inner: Arc::new(HttpInner {
+                shown: shown_origin(&url),
                 url,
                 max_age_secs,
                 refresh_after_secs,
@@ -175,7 +179,7 @@ impl HttpInner {
 
     fn source_error(&self, reason: impl ToString) -> RateError {
         RateError::Source {
-            url: self.url.clone(),
+            url: self.shown.clone(),
             reason: reason.to_string(),
         }
     }
@@ -326,7 +330,7 @@ impl RateSource for HttpJsonRates {
         }
         Ok(Rate {
             usd_per_coin,
-            source: inner.url.clone(),
+            source: inner.shown.clone(),
             at_ms: snapshot.published_at_ms,
         })
     }
@@ -363,6 +367,18 @@ impl RateBook {
             });
         }
         self.source.usd_rate(asset).await
+    }
+}
+
+/// `scheme://host[:port]` of `url`, without credentials, path or query.
+fn shown_origin(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let host = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+            let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
+            format!("{scheme}://{host}")
+        }
+        None => url.split(['/', '?', '#']).next().unwrap_or(url).to_owned(),
     }
 }
 
