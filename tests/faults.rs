@@ -96,15 +96,7 @@ async fn the_database_going_down_and_cutting_connections_mid_catch_up_loses_noth
     // nothing after it may.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let down_at = cursor(store, NETWORK).await;
-    // Readiness looks at the database about once a second.
-    let looked = std::time::Instant::now();
-    while ready().await != StatusCode::SERVICE_UNAVAILABLE {
-        assert!(
-            looked.elapsed() < Duration::from_secs(2),
-            "readiness says the database is gone within two seconds"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let looked = until_unready(ready).await;
     tokio::time::sleep(Duration::from_millis(2_500).saturating_sub(looked.elapsed())).await;
     assert_eq!(
         cursor(store, NETWORK).await,
@@ -178,15 +170,7 @@ async fn postgres_crashing_and_restarting_mid_catch_up_loses_nothing() {
     // connection dropped; down for 3 s, then recovery from its WAL.
     pg.crash();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    // Readiness looks at the database about once a second.
-    let looked = std::time::Instant::now();
-    while ready().await != StatusCode::SERVICE_UNAVAILABLE {
-        assert!(
-            looked.elapsed() < Duration::from_secs(2),
-            "readiness says the database is gone within two seconds"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let looked = until_unready(ready).await;
     tokio::time::sleep(Duration::from_millis(2_500).saturating_sub(looked.elapsed())).await;
     pg.up();
     // The test's own pool lost its connections too: a fresh one reads.
@@ -209,6 +193,24 @@ async fn postgres_crashing_and_restarting_mid_catch_up_loses_nothing() {
 
 /// A daemon on SQLite watching anvil through a fault proxy set to `link`,
 /// with the node's request timeout in seconds if given.
+/// Waits until readiness says the database is gone, which it must within
+/// two seconds (it looks about once a second); returns when it started.
+async fn until_unready<F, Fut>(ready: F) -> std::time::Instant
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = StatusCode>,
+{
+    let looked = std::time::Instant::now();
+    while ready().await != StatusCode::SERVICE_UNAVAILABLE {
+        assert!(
+            looked.elapsed() < Duration::from_secs(2),
+            "readiness says the database is gone within two seconds"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    looked
+}
+
 async fn behind_a_proxy(timeout_secs: Option<u64>, link: Link) -> (AnvilNode, FaultProxy, Daemon) {
     let node = anvil().await;
     let contracts = deploy_contracts(&node).await;
