@@ -2,7 +2,7 @@
 # Overload: does a burst slow paywatch down without growing its memory
 # without bound or dropping work? Two bursts, on PostgreSQL, loopback:
 #   1. 100,000 transfers: the 1,000-block Litecoin regtest chain that
-#      ../shared/bench/ltc-setup.sh builds once (~6 min; ~36k txs, ~120k
+#      benches/peers/ltc-setup.sh builds once (~6 min; ~36k txs, ~120k
 #      outputs). Every address paid in the range is imported as the litecoin
 #      pool and issued to an intent (POST /v1/intents), so `paywatch run`
 #      takes every output through watcher -> ingest -> reconcile. Measured:
@@ -24,14 +24,14 @@
 # Env: BURST (10000), CONNS (16: connections issuing the litecoin pool),
 #      RETRIES (8: sends of a request again, same Idempotency-Key, after its
 #      connection failed), PORT (18090), PAYWATCH_TEST_POSTGRES,
-#      PEERBENCH (../shared/bench), RUNS (1: catch-ups of the 100,000
+#      PEERBENCH (benches/peers), RUNS (1: catch-ups of the 100,000
 #      transfers, each from the same issued intents), PAYWATCH_BIN (a paywatch built elsewhere;
 #      default: this tree's, built here), SKIP_TRANSFERS=1 / SKIP_API=1
 #      (one burst only), KEEP=1 (keep the work directory with logs and the
 #      RSS samples, <log>.rss: "ms rss_kib hwm_kib" every 100 ms).
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-PEERBENCH=${PEERBENCH:-$REPO/../shared/bench}
+PEERBENCH=${PEERBENCH:-$REPO/benches/peers}
 . "$PEERBENCH/ltc-lib.sh"
 PG=${PAYWATCH_TEST_POSTGRES:-postgres://postgres@127.0.0.1:5432}
 BURST=${BURST:-10000}

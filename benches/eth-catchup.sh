@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Ethereum catch-up, side by side in one run on the same 5,003-block anvil
-# chain (../shared/bench/eth-setup.sh builds it once, ~1 min):
+# chain (benches/peers/eth-setup.sh builds it once, ~1 min):
 #   floor : eth-floor.py, stdlib getLogs per 1,000 blocks + getBlockByNumber(n,true) batches of 100
 #   peer  : ethereum-etl export_token_transfers -b 5000 -w 2 --tokens A B (as eth-peers.sh)
 #   peer (block half): ethereum-etl export_blocks_and_transactions -b 100 -w 5 (as eth-peers.sh)
@@ -11,12 +11,12 @@
 # payment (token Transfer logs + ETH-carrying transactions), ethereum-etl
 # its token transfers / transactions, the daemons the slice's payments.
 # Usage: bash benches/eth-catchup.sh
-# Env: RUNS (3), PEERBENCH (../shared/bench), PEERBENCH_DIR (/tmp/peerbench),
+# Env: RUNS (3), PEERBENCH (benches/peers), PEERBENCH_DIR (/tmp/peerbench),
 #      ETH_PORT (18545), PAYWATCH_TEST_POSTGRES (postgres://postgres@127.0.0.1:5432),
 #      PW_BLOCKS_PER_REQUEST (100), PW_BATCHES_IN_FLIGHT (2): the EvmConfig the example passes.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-PEERBENCH=${PEERBENCH:-$REPO/../shared/bench}
+PEERBENCH=${PEERBENCH:-$REPO/benches/peers}
 ROOT=${PEERBENCH_DIR:-/tmp/peerbench}
 D=$ROOT/eth
 PORT=${ETH_PORT:-18545}

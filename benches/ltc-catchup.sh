@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Litecoin catch-up, side by side in one run on the same 1,000-block regtest
-# chain (../shared/bench/ltc-setup.sh builds it once, ~6 min):
+# chain (benches/peers/ltc-setup.sh builds it once, ~6 min):
 #   floor : ltc-floor.py, stdlib batched getblockhash + getblock(h,0)
 #   peer  : bitcoin-etl export_blocks_and_transactions --chain litecoin -b 50 -w 2
 #   paywatch source          : node source + canonical stream (fetch, parse, verify, filter)
@@ -8,10 +8,10 @@
 #   paywatch daemon (PostgreSQL)
 # Every address paid by a non-coinbase output in the range is watched, so
 # paywatch records every payment: its count is transfers, the others' txs.
-# Usage: bash benches/ltc-catchup.sh   Env: RUNS (3), PEERBENCH (../shared/bench)
+# Usage: bash benches/ltc-catchup.sh   Env: RUNS (3), PEERBENCH (benches/peers)
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-PEERBENCH=${PEERBENCH:-$REPO/../shared/bench}
+PEERBENCH=${PEERBENCH:-$REPO/benches/peers}
 . "$PEERBENCH/ltc-lib.sh"
 RUNS=${RUNS:-3}
 PG=${PAYWATCH_TEST_POSTGRES:-postgres://postgres@127.0.0.1:5432}

@@ -22,13 +22,13 @@
 # with its CPU (`cpu_s`, all threads); the final line uses the catch-up.
 # Usage: bash benches/tron-catchup.sh
 # Env: BLOCKS (10000), TXS (300 per block), RUNS (3), SLICE_EVERY (100: the
-#      daemons watch one paid address in this many), PEERBENCH (../shared/bench),
+#      daemons watch one paid address in this many), PEERBENCH (benches/peers),
 #      PEERBENCH_DIR (/tmp/peerbench), PAYWATCH_TEST_POSTGRES (postgres://postgres@127.0.0.1:5432),
 #      PW_BLOCKS_PER_REQUEST (100), PW_BATCHES_IN_FLIGHT (2), PW_INFOS_IN_FLIGHT (8):
 #      the TronConfig the example passes.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-PEERBENCH=${PEERBENCH:-$REPO/../shared/bench}
+PEERBENCH=${PEERBENCH:-$REPO/benches/peers}
 ROOT=${PEERBENCH_DIR:-/tmp/peerbench}
 D=$ROOT/tron
 BLOCKS=${BLOCKS:-10000}
