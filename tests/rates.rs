@@ -42,6 +42,14 @@ async fn server(body: Arc<Mutex<(u16, String)>>, hits: Arc<AtomicUsize>) -> Stri
     format!("http://{addr}/rates")
 }
 
+/// A served body: one rate, published now.
+fn rates_now(asset: &str, usd: &str) -> Arc<Mutex<(u16, String)>> {
+    Arc::new(Mutex::new((
+        200,
+        format!(r#"{{"timestamp": {NOW_S}, "rates": {{"{asset}": "{usd}"}}}}"#),
+    )))
+}
+
 fn clock() -> Arc<ManualClock> {
     Arc::new(ManualClock::new(NOW_S * 1000))
 }
@@ -143,10 +151,7 @@ async fn a_rate_older_than_the_maximum_age_is_unavailable() {
 
 #[tokio::test]
 async fn rates_are_cached_and_a_failed_refresh_falls_back_only_while_they_are_fresh() {
-    let body = Arc::new(Mutex::new((
-        200,
-        format!(r#"{{"timestamp": {NOW_S}, "rates": {{"LTC": "100"}}}}"#),
-    )));
+    let body = rates_now("LTC", "100");
     let hits = Arc::new(AtomicUsize::new(0));
     let url = server(body.clone(), hits.clone()).await;
     let clock = clock();
@@ -257,10 +262,7 @@ async fn wait_for_hits(hits: &AtomicUsize, n: usize) {
 /// lock (before, each quote waited out the 10 s timeout in turn).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hanging_rate_source_holds_up_no_quote_while_the_cached_rate_is_fresh() {
-    let body = Arc::new(Mutex::new((
-        200,
-        format!(r#"{{"timestamp": {NOW_S}, "rates": {{"LTC": "100"}}}}"#),
-    )));
+    let body = rates_now("LTC", "100");
     let hits = Arc::new(AtomicUsize::new(0));
     let url = server(body.clone(), hits.clone()).await;
     let clock = clock();
@@ -316,10 +318,7 @@ async fn an_oversized_rates_answer_is_refused_unread() {
 /// never reach an intent's rate source nor an error.
 #[tokio::test]
 async fn the_rate_sources_key_is_never_shown() {
-    let body = Arc::new(Mutex::new((
-        200,
-        format!(r#"{{"timestamp": {NOW_S}, "rates": {{"BTC": "65000"}}}}"#),
-    )));
+    let body = rates_now("BTC", "65000");
     let url = server(body.clone(), Arc::new(AtomicUsize::new(0))).await;
     let keyed = url
         .replace("http://", "http://user:PASSW0RD@")

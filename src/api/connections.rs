@@ -104,7 +104,8 @@ async fn answer_within(limit: Duration, req: Request, next: Next) -> Response {
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
             "request_timeout",
             format!(
-                "the request was not answered within {} s; nothing it asked for was left half done",
+                "the request was not answered within {} s; it may or may not have taken effect: \
+                 ask again (with the same Idempotency-Key for a create or a debit)",
                 limit.as_secs()
             ),
         )

@@ -3,6 +3,7 @@
 //! addresses. It has no reorg logic; the core's canonical stream decides.
 
 mod address;
+mod batch_size;
 mod derive;
 
 pub use address::{checksummed, parse_address, storage_form, AddressError};

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,6 +18,7 @@ use serde_json::json;
 use tokio::sync::{Mutex, Notify};
 use tracing::{debug, warn};
 
+use crate::batch_size::BatchSize;
 use crate::heads::HeadTrigger;
 use crate::rpc::{CallError, Rpc};
 use crate::scan::{paying_transactions, scan, BlockAnswers, Tokens, TRANSFER_TOPIC};
@@ -116,9 +117,9 @@ struct Shared {
     /// The node's height as last seen; read-ahead never passes it.
     known_tip: AtomicU64,
     /// Blocks per batch now: halved when the node refuses, grown back after.
-    batch_size: AtomicUsize,
+    batch_size: BatchSize,
     /// Traces per batch now, likewise.
-    trace_batch: AtomicUsize,
+    trace_batch: BatchSize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -141,8 +142,8 @@ impl EvmSource {
         let reads = ReadAhead::new(cfg.batches_in_flight);
         Ok(EvmSource {
             shared: Arc::new(Shared {
-                batch_size: AtomicUsize::new(cfg.blocks_per_request.max(1)),
-                trace_batch: AtomicUsize::new(cfg.traces_per_request.max(1)),
+                batch_size: BatchSize::new(cfg.blocks_per_request),
+                trace_batch: BatchSize::new(cfg.traces_per_request),
                 rpc,
                 cfg,
                 watch,
@@ -306,22 +307,7 @@ impl Shared {
         let tip = self.known_tip.load(Ordering::Relaxed);
         let left =
             usize::try_from(tip.saturating_add(1).saturating_sub(from)).unwrap_or(usize::MAX);
-        left.min(self.batch_size.load(Ordering::Relaxed).max(1))
-    }
-
-    fn refused(&self, count: usize) -> usize {
-        let smaller = (count / 2).max(1);
-        self.batch_size.store(smaller, Ordering::Relaxed);
-        smaller
-    }
-
-    fn accepted(&self, count: usize) {
-        let max = self.cfg.blocks_per_request.max(1);
-        let now = self.batch_size.load(Ordering::Relaxed);
-        if count >= now && now < max {
-            self.batch_size
-                .store((now + now.div_ceil(4)).min(max), Ordering::Relaxed);
-        }
+        left.min(self.batch_size.get())
     }
 }
 
@@ -342,7 +328,7 @@ async fn fetch_range(
         let ask = size.min(want - out.len());
         match fetch_batch(&shared, from + out.len() as u64, ask).await {
             Ok(fetched) => {
-                shared.accepted(ask);
+                shared.batch_size.accepted(ask);
                 let got = fetched.len();
                 out.extend(fetched);
                 if got < ask {
@@ -351,7 +337,7 @@ async fn fetch_range(
             }
             // Too large or too slow: the same ask would fail for ever.
             Err(Refusal::TooLarge(why) | Refusal::TimedOut(why)) if ask > 1 => {
-                size = shared.refused(ask);
+                size = shared.batch_size.refused(ask);
                 debug!(%why, blocks = size, "node refused or could not serve the batch; asking for fewer blocks");
             }
             Err(Refusal::TooLarge(why)) => {
@@ -547,10 +533,7 @@ async fn fetch_traces(shared: &Shared, blocks: &[RpcBlock]) -> Result<Vec<Vec<Tx
         .collect();
     let mut at = 0;
     while at < wanted.len() {
-        let size = shared
-            .trace_batch
-            .load(Ordering::Relaxed)
-            .clamp(1, wanted.len() - at);
+        let size = shared.trace_batch.get().min(wanted.len() - at);
         let chunk = &wanted[at..at + size];
         match trace_batch(shared, blocks, chunk).await {
             Ok(traces) => {
@@ -558,17 +541,11 @@ async fn fetch_traces(shared: &Shared, blocks: &[RpcBlock]) -> Result<Vec<Vec<Tx
                     out[i] = t;
                 }
                 at += size;
-                let max = shared.cfg.traces_per_request.max(1);
-                let now = shared.trace_batch.load(Ordering::Relaxed);
-                if size >= now && now < max {
-                    shared
-                        .trace_batch
-                        .store((now + now.div_ceil(4)).min(max), Ordering::Relaxed);
-                }
+                shared.trace_batch.accepted(size);
             }
             Err(Refusal::TooLarge(why) | Refusal::TimedOut(why)) if size > 1 => {
-                shared.trace_batch.store(size / 2, Ordering::Relaxed);
-                debug!(%why, traces = size / 2, "node refused or could not serve the traces; asking for fewer");
+                let fewer = shared.trace_batch.refused(size);
+                debug!(%why, traces = fewer, "node refused or could not serve the traces; asking for fewer");
             }
             Err(e) => return Err(e),
         }

@@ -306,9 +306,8 @@ impl Shared {
                 .headers()
                 .get(RETRY_AFTER)
                 .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .map_or(DEFAULT_RETRY_AFTER, Duration::from_secs)
-                .min(MAX_RETRY_AFTER);
+                .and_then(|v| paywatch_core::retry_after(v, MAX_RETRY_AFTER))
+                .unwrap_or(DEFAULT_RETRY_AFTER);
             self.pacer.pause(wait);
             warn!(host = %self.host, method, wait_secs = wait.as_secs(), "rate limited by the node");
             return Err(transient(format!(
