@@ -229,6 +229,7 @@ async fn ingest_and_reconcile(label: &str, url: &str, n: usize) {
             topup_amounts_cents: vec![10_000],
             quote_decimals: HashMap::new(),
             confirm_window_secs: HashMap::new(),
+            max_open_per_reference: paywatch::intents::DEFAULT_MAX_OPEN_PER_REFERENCE,
         },
         HashMap::new(),
         HashMap::from([(network, watch.clone())]),

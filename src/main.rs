@@ -526,14 +526,20 @@ async fn intent(ctx: &Context, command: IntentCommand) -> anyhow::Result<()> {
         }
         IntentCommand::Show { .. } => bail!("give an intent id, or --kind and --reference"),
         IntentCommand::DeclarePaid { id, note } => {
-            if !ctx
+            use paywatch::store::Declared;
+            match ctx
                 .store
                 .declare_paid(id, note.as_deref(), ctx.clock.now_ms())
                 .await?
             {
-                bail!("not_found: no intent {id}");
+                Declared::NoSuchIntent => bail!("not_found: no intent {id}"),
+                Declared::Recorded => println!(
+                    "recorded: intent {id} declared paid (a declaration is not proof; the chain decides)"
+                ),
+                Declared::AlreadyRecorded { .. } => println!(
+                    "already recorded: intent {id} was declared paid before; nothing new was written"
+                ),
             }
-            println!("recorded: intent {id} declared paid (a declaration is not proof; the chain decides)");
         }
     }
     Ok(())

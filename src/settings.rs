@@ -41,6 +41,12 @@ pub struct IntentSettings {
     pub topup_amounts_usd: Vec<String>,
     #[serde(default)]
     pub quote_decimals: BTreeMap<String, u32>,
+    #[serde(default = "max_open_per_reference")]
+    pub max_open_per_reference: usize,
+}
+
+fn max_open_per_reference() -> usize {
+    crate::intents::DEFAULT_MAX_OPEN_PER_REFERENCE
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -499,6 +505,11 @@ impl Settings {
                 )));
             }
         }
+        if self.intents.max_open_per_reference == 0 {
+            return Err(SettingsError::Invalid(
+                "intents.max_open_per_reference must be at least 1".into(),
+            ));
+        }
         if self.intents.expiry_secs <= 0 {
             return Err(SettingsError::Invalid(
                 "intents.expiry_secs must be above 0".into(),
@@ -571,6 +582,7 @@ impl Settings {
             topup_amounts_cents,
             quote_decimals,
             confirm_window_secs: self.confirm_windows()?,
+            max_open_per_reference: self.intents.max_open_per_reference,
         })
     }
 

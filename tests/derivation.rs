@@ -47,6 +47,7 @@ fn deriving_service(h: &Harness) -> (IntentService, Arc<WatchSet>) {
             topup_amounts_cents: vec![10_000],
             quote_decimals: HashMap::new(),
             confirm_window_secs: HashMap::new(),
+            max_open_per_reference: paywatch::intents::DEFAULT_MAX_OPEN_PER_REFERENCE,
         },
         HashMap::from([(
             Network::Ethereum,

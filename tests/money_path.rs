@@ -441,7 +441,7 @@ async fn every_support_action_writes_its_outbox_row(b: Backend) {
             refunded,
             "k3",
             json!({"action": "refund_required", "note": "cancelled", "actor": "ana",
-                   "destination": "rltc1qrefund"}),
+                   "destination": "ltc1qc6aucuznvhh9uvux246x24vf9y9ncfk729m92s"}),
         )
         .await;
     assert_eq!(st, StatusCode::CREATED, "{v}");
@@ -454,7 +454,7 @@ async fn every_support_action_writes_its_outbox_row(b: Backend) {
         .act(
             refunded,
             "k4",
-            json!({"action": "refund_sent", "note": "sent", "actor": "ana", "txid": "ab12"}),
+            json!({"action": "refund_sent", "note": "sent", "actor": "ana", "txid": "ab12".repeat(16)}),
         )
         .await;
     assert_eq!(st, StatusCode::CREATED, "{v}");

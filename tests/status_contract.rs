@@ -15,7 +15,7 @@ use common::{rates, Backend, Harness};
 use paywatch::clock::Clock;
 use paywatch::intents::NewIntent;
 use paywatch::reconcile::{Exception, Status, Tolerance};
-use paywatch::store::{ApplyOutcome, IntentRecord};
+use paywatch::store::{ApplyOutcome, Declared, IntentRecord};
 use paywatch::IntentKind;
 use paywatch_core::{Amount, Asset, AssetId, ChainEvent, Method, Network};
 
@@ -1952,11 +1952,13 @@ async fn unknown_references_and_intents_are_reported_as_absent(b: Backend) {
         None
     );
     assert!(h.store.intent_events(9999).await.unwrap().is_empty());
-    assert!(!h
-        .store
-        .declare_paid(9999, Some("paid"), h.clock.now_ms())
-        .await
-        .unwrap());
+    assert_eq!(
+        h.store
+            .declare_paid(9999, Some("paid"), h.clock.now_ms())
+            .await
+            .unwrap(),
+        Declared::NoSuchIntent
+    );
     assert_eq!(h.balance("nobody").await, 0);
     assert!(h
         .rows("SELECT reference FROM paywatch_payment_status WHERE reference = 'no-such-order'")
@@ -1977,11 +1979,13 @@ async fn i_have_paid_is_recorded_with_its_time_and_changes_no_status(b: Backend)
     let intent = h.create("order", "order-declared", "BTC", "100").await;
     h.clock.advance_secs(120);
     let declared_at = h.clock.now_ms();
-    assert!(h
-        .store
-        .declare_paid(intent.id, Some("sent from my wallet"), declared_at)
-        .await
-        .unwrap());
+    assert_eq!(
+        h.store
+            .declare_paid(intent.id, Some("sent from my wallet"), declared_at)
+            .await
+            .unwrap(),
+        Declared::Recorded
+    );
 
     let i = h.intent(intent.id).await;
     assert_eq!(i.declared_paid_at_ms, Some(declared_at));
@@ -2006,13 +2010,25 @@ async fn i_have_paid_is_recorded_with_its_time_and_changes_no_status(b: Backend)
     h.sync().await;
     assert_state(&h.intent(intent.id).await, Status::AwaitingPayment, None);
 
-    // Declaring again is recorded too; the first time stays on the intent.
+    // Declaring again with nothing new writes nothing; a new note is
+    // recorded too; the first time stays on the intent.
     h.clock.advance_secs(60);
-    assert!(h
-        .store
-        .declare_paid(intent.id, None, h.clock.now_ms())
-        .await
-        .unwrap());
+    assert_eq!(
+        h.store
+            .declare_paid(intent.id, None, h.clock.now_ms())
+            .await
+            .unwrap(),
+        Declared::AlreadyRecorded {
+            first_at_ms: declared_at
+        }
+    );
+    assert_eq!(
+        h.store
+            .declare_paid(intent.id, Some("the wallet says sent"), h.clock.now_ms())
+            .await
+            .unwrap(),
+        Declared::Recorded
+    );
     assert_eq!(
         h.intent(intent.id).await.declared_paid_at_ms,
         Some(declared_at)

@@ -198,7 +198,7 @@ async fn a_refund_is_required_then_sent_and_each_step_is_audited(b: Backend) {
         .act(
             i.id,
             "r0",
-            json!({"action": "refund_sent", "note": "sent", "actor": "bo", "txid": "ab12"}),
+            json!({"action": "refund_sent", "note": "sent", "actor": "bo", "txid": "ab12".repeat(16)}),
         )
         .await;
     assert_eq!(
@@ -225,26 +225,26 @@ async fn a_refund_is_required_then_sent_and_each_step_is_audited(b: Backend) {
             i.id,
             "r1",
             json!({"action": "refund_required", "note": "customer cancelled", "actor": "bo",
-                   "destination": "ltc1qrefunddestination"}),
+                   "destination": "ltc1qc6aucuznvhh9uvux246x24vf9y9ncfk729m92s"}),
         )
         .await;
     assert_eq!(st, StatusCode::CREATED, "{case}");
     assert_eq!(case["intent"]["status"], json!("resolved"));
     assert_eq!(
         case["refund"]["destination"],
-        json!("ltc1qrefunddestination")
+        json!("ltc1qc6aucuznvhh9uvux246x24vf9y9ncfk729m92s")
     );
     assert_eq!(case["refund"]["txid"], Value::Null);
     let (st, case) = w
-        .act(i.id, "r2", json!({"action": "refund_sent", "note": "sent from hot wallet", "actor": "bo", "txid": "ab12cd"}))
+        .act(i.id, "r2", json!({"action": "refund_sent", "note": "sent from hot wallet", "actor": "bo", "txid": "ab12cd".repeat(16)[..64]}))
         .await;
     assert_eq!(st, StatusCode::CREATED, "{case}");
-    assert_eq!(case["refund"]["txid"], json!("ab12cd"));
+    assert_eq!(case["refund"]["txid"], json!("ab12cd".repeat(16)[..64]));
     let (st, v) = w
         .act(
             i.id,
             "r3",
-            json!({"action": "refund_sent", "note": "again", "actor": "bo", "txid": "ffff"}),
+            json!({"action": "refund_sent", "note": "again", "actor": "bo", "txid": "ff".repeat(32)}),
         )
         .await;
     assert_eq!(

@@ -81,7 +81,7 @@ impl From<IntentError> for ApiError {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
             "rate_unavailable" | "no_address_available" => StatusCode::SERVICE_UNAVAILABLE,
-            "conflict" => StatusCode::CONFLICT,
+            "conflict" | "too_many_open_intents" => StatusCode::CONFLICT,
             _ => {
                 if let IntentError::Store(s) = e {
                     return s.into();

@@ -30,13 +30,18 @@ pub(crate) struct Page {
 pub(crate) struct QueueItem {
     pub(crate) intent: IntentRecord,
     pub(crate) age_ms: i64,
-    /// Every transfer to its address, each with the other open intents it
-    /// could belong to.
+    /// The first transfers to its address (its case pages the rest), each
+    /// with the other open intents it could belong to.
     pub(crate) transfers: Vec<(CaseTransfer, Vec<i64>)>,
+    /// All transfers to its address.
+    pub(crate) transfers_total: i64,
 }
 
-/// Every intent in `needs_review`, oldest first, with its age, every
-/// transfer to its address and, for each transfer that does not count
+/// Transfers a queue item shows; the case shows the rest, page by page.
+const QUEUE_TRANSFERS: i64 = 5;
+
+/// Every intent in `needs_review`, oldest first, with its age, its first
+/// transfers and how many there are, and, for each transfer that does not count
 /// toward it, the open intents it could belong to: read once for the API
 /// and the console.
 pub(crate) async fn queue_items(s: &ApiState, limit: i64) -> Result<Vec<QueueItem>, ApiError> {
@@ -45,7 +50,7 @@ pub(crate) async fn queue_items(s: &ApiState, limit: i64) -> Result<Vec<QueueIte
     let mut items = Vec::new();
     for intent in store.review_queue(limit).await? {
         let mut transfers = Vec::new();
-        for t in store.case_transfers(intent.id).await? {
+        for t in store.case_transfers(intent.id, 0, QUEUE_TRANSFERS).await? {
             let candidates: Vec<i64> = store
                 .candidate_intents(t.transfer_id, 10)
                 .await?
@@ -57,6 +62,7 @@ pub(crate) async fn queue_items(s: &ApiState, limit: i64) -> Result<Vec<QueueIte
         }
         items.push(QueueItem {
             age_ms: now - intent.created_at_ms,
+            transfers_total: store.case_transfer_count(intent.id).await?,
             intent,
             transfers,
         });
@@ -65,7 +71,7 @@ pub(crate) async fn queue_items(s: &ApiState, limit: i64) -> Result<Vec<QueueIte
 }
 
 /// Every intent in `needs_review`, oldest first, with its reason, its age,
-/// every transfer to its address and, for each transfer that does not
+/// its first transfers and how many there are, and, for each transfer that does not
 /// count toward it, the open intents it could belong to.
 pub(crate) async fn review_queue(
     State(s): State<ApiState>,
@@ -94,6 +100,7 @@ pub(crate) async fn review_queue(
                 "exception": item.intent.exception.map(|e| e.as_str()),
                 "age_ms": item.age_ms,
                 "transfers": transfers,
+                "transfers_total": item.transfers_total,
             })
         })
         .collect();

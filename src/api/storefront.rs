@@ -18,6 +18,7 @@ use super::ApiState;
 use crate::intents::NewIntent;
 use crate::payment_uri::{qr_png, qr_svg};
 use crate::reconcile::{BalancePayment, DebitOutcome, SettledBy};
+use crate::store::Declared;
 use crate::IntentKind;
 use axum::http::header::CONTENT_TYPE;
 
@@ -76,6 +77,34 @@ impl Fields {
         self.text(name)?
             .ok_or_else(|| ApiError::invalid(format!("{name}: missing field")))
     }
+
+    /// An optional prose field (a note, a memo), checked as
+    /// [`crate::text::prose`] and trimmed; a blank one is no note.
+    pub(crate) fn prose(&self, name: &str, max_bytes: usize) -> Result<Option<String>, ApiError> {
+        match self.text(name)? {
+            Some(v) if !v.trim().is_empty() => {
+                checked(name, crate::text::prose(&v, max_bytes)).map(Some)
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// A one-line name, checked as [`crate::text::label`] and trimmed.
+    pub(crate) fn label(&self, name: &str, max_bytes: usize) -> Result<Option<String>, ApiError> {
+        self.text(name)?
+            .map(|v| label(name, &v, max_bytes))
+            .transpose()
+    }
+}
+
+/// `value` as a one-line name (an account from a path, an actor), trimmed.
+pub(crate) fn label(name: &str, value: &str, max_bytes: usize) -> Result<String, ApiError> {
+    checked(name, crate::text::label(value, max_bytes))
+}
+
+fn checked(name: &str, v: Result<&str, crate::text::TextProblem>) -> Result<String, ApiError> {
+    v.map(str::to_owned)
+        .map_err(|why| ApiError::invalid(format!("{name}: {why}")))
 }
 
 fn kind_of(v: &Value) -> &'static str {
@@ -261,25 +290,37 @@ pub(crate) async fn declare_paid(
     let id = parse_id(&id)?;
     let note = match &raw {
         Ok(b) if b.is_empty() => None,
-        _ => body(raw, &["note"])?.text("note")?,
+        _ => body(raw, &["note"])?.prose("note", 1000)?,
     };
-    if note.as_ref().is_some_and(|n| n.len() > 1000) {
-        return Err(ApiError::invalid("note: at most 1000 bytes"));
-    }
     let now = s.ctx.clock.now_ms();
-    if !s.ctx.store.declare_paid(id, note.as_deref(), now).await? {
-        return Err(ApiError::not_found(format!("no intent {id}")));
+    match s.ctx.store.declare_paid(id, note.as_deref(), now).await? {
+        Declared::NoSuchIntent => Err(ApiError::not_found(format!("no intent {id}"))),
+        Declared::Recorded => {
+            s.recheck.notify_one();
+            Ok((
+                StatusCode::ACCEPTED,
+                Json(json!({
+                    "intent_id": id,
+                    "recorded": true,
+                    "declared_at_ms": now,
+                    "message": "recorded; the chain decides whether it is paid, and it is being checked now",
+                })),
+            )
+                .into_response())
+        }
+        // Answered as a success: a customer who clicks twice did nothing
+        // wrong, but nothing is written and nothing is woken.
+        Declared::AlreadyRecorded { first_at_ms } => Ok((
+            StatusCode::OK,
+            Json(json!({
+                "intent_id": id,
+                "recorded": false,
+                "declared_at_ms": first_at_ms,
+                "message": "already recorded; the chain decides whether it is paid",
+            })),
+        )
+            .into_response()),
     }
-    s.recheck.notify_one();
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(json!({
-            "intent_id": id,
-            "declared_at_ms": now,
-            "message": "recorded; the chain decides whether it is paid, and it is being checked now",
-        })),
-    )
-        .into_response())
 }
 
 pub(crate) async fn balance(
@@ -289,6 +330,7 @@ pub(crate) async fn balance(
 ) -> Result<Json<serde_json::Value>, ApiError> {
     s.tokens
         .authorize(&headers, &[Role::Storefront, Role::Support], "balance")?;
+    let account = label("account", &account, 200)?;
     let cents = s.ctx.store.balance_cents(&account).await?;
     Ok(Json(json!({
         "account": account,
@@ -306,25 +348,14 @@ pub(crate) async fn debit(
     s.tokens.authorize(&headers, &[Role::Storefront], "debit")?;
     let f = body(raw, &["usd_amount", "memo", "order"])?;
     let usd_amount = f.required("usd_amount")?;
-    let memo = f.text("memo")?;
-    if memo.as_ref().is_some_and(|m| m.len() > 1000) {
-        return Err(ApiError::invalid("memo: at most 1000 bytes"));
-    }
-    let order = f.text("order")?;
-    if order
-        .as_ref()
-        .is_some_and(|o| o.trim().is_empty() || o.len() > 200)
-    {
-        return Err(ApiError::invalid(
-            "order: the order's reference, 1 to 200 characters",
-        ));
-    }
+    let memo = f.prose("memo", 1000)?;
+    // An account and an order are checked as intent creation checks them,
+    // so a debit names the account a top-up credited.
+    let order = f.label("order", 200)?;
     let key = header_key(&headers)?.ok_or_else(|| {
         ApiError::invalid("Idempotency-Key: required, so a retried debit is never taken twice")
     })?;
-    if account.trim().is_empty() || account.len() > 200 {
-        return Err(ApiError::invalid("account: 1 to 200 characters"));
-    }
+    let account = label("account", &account, 200)?;
     let cents = Amount::parse_decimal("usd_amount", &usd_amount, 2).map_err(|e| {
         ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,

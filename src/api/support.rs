@@ -1,7 +1,7 @@
 //! Support's endpoints: find a case, see all of it, resolve it.
 
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use super::auth::Role;
 use super::error::ApiError;
 use super::intent_view::IntentView;
-use super::storefront::{body, header_key, parse_id};
+use super::storefront::{body, header_key, label, parse_id};
 use super::ApiState;
 use crate::reconcile::{Action, ActionOutcome, CaseAction};
 use crate::store::{AuditEntry, CaseTransfer, IntentEvent, IntentRecord, RefundRecord};
@@ -58,9 +58,19 @@ pub(crate) async fn find_cases(s: &ApiState, q: &Search) -> Result<Vec<IntentRec
             "give at least one of reference, account, address, txid",
         ));
     }
+    let addresses: Vec<String> = address
+        .map(crate::pasted::address_spellings)
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    let txids: Vec<String> = txid
+        .map(crate::pasted::txid_spellings)
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
     Ok(s.ctx
         .store
-        .find_intents(reference, account, address, txid, 200)
+        .find_intents(reference, account, &addresses, &txids, 200)
         .await?)
 }
 
@@ -76,14 +86,31 @@ pub(crate) fn transfer_json(t: &CaseTransfer) -> Value {
     })
 }
 
+/// Transfers shown on one page of a case.
+pub(crate) const CASE_TRANSFERS_PER_PAGE: i64 = 50;
+
+/// Which page of a case's transfers to show: those after this transfer id.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct TransfersPage {
+    pub(crate) transfers_after: Option<i64>,
+}
+
 pub(crate) async fn case(
     State(s): State<ApiState>,
     headers: HeaderMap,
     Path(id): Path<String>,
+    page: Result<Query<TransfersPage>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     s.tokens
         .authorize(&headers, &[Role::Support, Role::Operator], "case")?;
-    Ok(Json(case_json(&s, parse_id(&id)?).await?))
+    let Query(page) = page.map_err(|e| {
+        ApiError::invalid(format!(
+            "transfers_after: a transfer id from transfers_next ({e})"
+        ))
+    })?;
+    Ok(Json(
+        case_json(&s, parse_id(&id)?, page.transfers_after.unwrap_or(0)).await?,
+    ))
 }
 
 /// Everything support needs about one intent, read once for the API's
@@ -92,29 +119,46 @@ pub(crate) async fn case(
 pub(crate) struct CaseFile {
     pub(crate) intent: IntentRecord,
     pub(crate) history: Vec<IntentEvent>,
+    /// One page of the transfers to its address, oldest first.
     pub(crate) transfers: Vec<CaseTransfer>,
+    /// All transfers to its address, of which `transfers` is a page.
+    pub(crate) transfers_total: i64,
+    /// The `transfers_after` of the next page, if there is one.
+    pub(crate) transfers_next: Option<i64>,
     pub(crate) audit: Vec<AuditEntry>,
     pub(crate) refund: Option<RefundRecord>,
 }
 
-pub(crate) async fn load_case(s: &ApiState, id: i64) -> Result<CaseFile, ApiError> {
+/// The case of intent `id`, with its transfers after transfer `after`.
+pub(crate) async fn load_case(s: &ApiState, id: i64, after: i64) -> Result<CaseFile, ApiError> {
     let store = &s.ctx.store;
     let intent = store
         .intent(id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("no intent {id}")))?;
+    // One more than a page tells whether another page follows.
+    let mut transfers = store
+        .case_transfers(id, after, CASE_TRANSFERS_PER_PAGE + 1)
+        .await?;
+    let more = transfers.len() > CASE_TRANSFERS_PER_PAGE as usize;
+    transfers.truncate(CASE_TRANSFERS_PER_PAGE as usize);
+    let transfers_next = more
+        .then(|| transfers.last().map(|t| t.transfer_id))
+        .flatten();
     Ok(CaseFile {
         intent,
         history: store.intent_events(id).await?,
-        transfers: store.case_transfers(id).await?,
+        transfers_total: store.case_transfer_count(id).await?,
+        transfers,
+        transfers_next,
         audit: store.audit_entries(id).await?,
         refund: store.refund(id).await?,
     })
 }
 
 /// Everything support needs about one intent, in one answer.
-pub(crate) async fn case_json(s: &ApiState, id: i64) -> Result<Value, ApiError> {
-    let c = load_case(s, id).await?;
+pub(crate) async fn case_json(s: &ApiState, id: i64, after: i64) -> Result<Value, ApiError> {
+    let c = load_case(s, id, after).await?;
     let events: Vec<Value> = c
         .history
         .iter()
@@ -144,6 +188,9 @@ pub(crate) async fn case_json(s: &ApiState, id: i64) -> Result<Value, ApiError> 
                       "at_ms": intent.rate_at_ms},
         "history": events,
         "transfers": transfers,
+        "transfers_total": c.transfers_total,
+        "transfers_next": c.transfers_next
+            .map(|after| format!("/v1/cases/{id}?transfers_after={after}")),
         "audit": audit,
         "refund": refund,
     }))
@@ -176,6 +223,40 @@ fn required<'a>(name: &str, v: &'a Option<String>) -> Result<&'a str, ApiError> 
         .ok_or_else(|| ApiError::invalid(format!("{name}: missing field")))
 }
 
+/// A refund's destination and transaction, read with the parsers of the
+/// intent's network: money sent to a mistyped or wrong-network address is
+/// lost, and a refund recorded under a txid nobody can find proves nothing.
+async fn chain_fields(
+    s: &ApiState,
+    id: i64,
+    r: &ActionRequest,
+) -> Result<(Option<String>, Option<String>), ApiError> {
+    if r.destination.is_none() && r.txid.is_none() {
+        return Ok((None, None));
+    }
+    let network = s
+        .ctx
+        .store
+        .intent(id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no intent {id}")))?
+        .method
+        .network();
+    let destination = r
+        .destination
+        .as_deref()
+        .map(|d| crate::pasted::refund_destination(network, d))
+        .transpose()
+        .map_err(|why| ApiError::invalid(format!("destination: {why}")))?;
+    let txid = r
+        .txid
+        .as_deref()
+        .map(|t| crate::pasted::txid(network, t))
+        .transpose()
+        .map_err(|why| ApiError::invalid(format!("txid: {why}")))?;
+    Ok((destination, txid))
+}
+
 /// Checks and performs one support action under `key`, in one transaction
 /// with its audit entry: the one path to `act_on_case`, for the API and the
 /// console, so both check the same and a key is honoured the same.
@@ -192,19 +273,14 @@ pub(crate) async fn perform_action(
             "action: '{action_text}' is not accept, refund_required, refund_sent, reassign or dismiss"
         ))
     })?;
-    let note = required("note", &r.note)?;
-    if note.trim().is_empty() || note.len() > 2000 {
-        return Err(ApiError::invalid(
-            "note: every action needs a note saying why (at most 2000 bytes)",
-        ));
-    }
-    let actor = required("actor", &r.actor)?;
-    if actor.trim().is_empty() || actor.len() > 200 {
-        return Err(ApiError::invalid(
-            "actor: who is acting (1 to 200 characters)",
-        ));
-    }
+    let note = crate::text::prose(required("note", &r.note)?, 2000).map_err(|why| {
+        ApiError::invalid(format!(
+            "note: every action needs a note saying why; it {why}"
+        ))
+    })?;
+    let actor = label("actor", required("actor", &r.actor)?, 200)?;
     let to_intent = r.to_intent.as_deref().map(parse_id).transpose()?;
+    let (destination, txid) = chain_fields(s, id, r).await?;
     let outcome = s
         .ctx
         .reconciler
@@ -212,11 +288,11 @@ pub(crate) async fn perform_action(
             intent_id: id,
             action,
             role: role.as_str(),
-            actor: actor.trim(),
-            note: note.trim(),
+            actor: &actor,
+            note,
             key,
-            destination: r.destination.as_deref(),
-            txid: r.txid.as_deref(),
+            destination: destination.as_deref(),
+            txid: txid.as_deref(),
             to_intent,
         })
         .await?;
@@ -274,7 +350,7 @@ pub(crate) async fn act(
         Acted::Done(audit_id) => (StatusCode::CREATED, audit_id),
         Acted::Replayed(audit_id) => (StatusCode::OK, audit_id),
     };
-    let mut case = case_json(&s, id).await?;
+    let mut case = case_json(&s, id, 0).await?;
     case["audit_id"] = json!(audit_id);
     Ok((status, Json(case)).into_response())
 }

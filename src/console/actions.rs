@@ -109,7 +109,7 @@ pub(crate) async fn act(
             // Nothing was written: the store acts in one transaction or not
             // at all. Show the case as it is, with why.
             let status = refused.status;
-            let Ok(c) = load_case(&s, id).await else {
+            let Ok(c) = load_case(&s, id, 0).await else {
                 return Err(page_error(refused));
             };
             Err(case::render(

@@ -33,6 +33,7 @@ pub(crate) enum Banner<'a> {
 pub(crate) struct Outcome {
     done: Option<i64>,
     replayed: Option<i64>,
+    transfers_after: Option<i64>,
 }
 
 pub(crate) async fn page(
@@ -44,7 +45,12 @@ pub(crate) async fn page(
     let role = session::require(&s, &headers, VIEWERS, "console_case")?;
     let page_error = |e: ApiError| html::error_page(&e, Some(role));
     let id = parse_id(&id).map_err(page_error)?;
-    let case = load_case(&s, id).await.map_err(page_error)?;
+    let after = outcome
+        .as_ref()
+        .ok()
+        .and_then(|Query(o)| o.transfers_after)
+        .unwrap_or(0);
+    let case = load_case(&s, id, after).await.map_err(page_error)?;
     let banner = match outcome {
         Ok(Query(Outcome {
             done: Some(audit), ..
@@ -194,6 +200,23 @@ fn transfers(h: &mut Html, c: &CaseFile) {
         h.raw("</tr>");
     }
     h.raw("</tbody></table>");
+    if c.transfers_next.is_some() || c.transfers_total > c.transfers.len() as i64 {
+        h.raw("<p id=\"transfers-page\">")
+            .text(c.transfers.len())
+            .raw(" of ")
+            .text(c.transfers_total)
+            .raw(" transfers shown. ");
+        if let Some(after) = c.transfers_next {
+            h.raw("<a href=\"/console/cases/")
+                .text(c.intent.id)
+                .raw("?transfers_after=")
+                .text(after)
+                .raw("\">Next transfers</a> · ");
+        }
+        h.raw("<a href=\"/console/cases/")
+            .text(c.intent.id)
+            .raw("\">First transfers</a></p>");
+    }
 }
 
 fn history(h: &mut Html, c: &CaseFile) {

@@ -64,6 +64,10 @@ fn row(h: &mut Html, item: &QueueItem) {
             .text(transfer_state(t))
             .raw(")</div>");
     }
+    let more = item.transfers_total - item.transfers.len() as i64;
+    if more > 0 {
+        h.raw("<div>and ").text(more).raw(" more in the case</div>");
+    }
     h.raw("</td><td>");
     let mut any = false;
     for (_, candidates) in &item.transfers {

@@ -57,6 +57,15 @@ pub enum IntentError {
         by: SettledBy,
     },
     #[error(
+        "{kind} {reference} already has {open} open intents, the most one may have \
+         (intents.max_open_per_reference): show the customer one of those, or let them expire"
+    )]
+    TooManyOpen {
+        kind: IntentKind,
+        reference: String,
+        open: usize,
+    },
+    #[error(
         "idempotency key '{key}' was used for intent {intent}, a different request: \
          use a new key for a new intent"
     )]
@@ -77,6 +86,7 @@ impl IntentError {
             IntentError::RateUnavailable(_) => "rate_unavailable",
             IntentError::NoAddressAvailable(_) => "no_address_available",
             IntentError::AlreadyPaid { .. } | IntentError::KeyReused { .. } => "conflict",
+            IntentError::TooManyOpen { .. } => "too_many_open_intents",
             IntentError::Derivation { .. } | IntentError::Store(_) => "internal",
         }
     }
@@ -98,6 +108,10 @@ impl From<AmountError> for IntentError {
 /// a typo guard, far above any order or top-up.
 const MAX_USD_CENTS: u64 = 10_000_000_000;
 
+/// Open intents one order or top-up may hold at once, unless configured
+/// (`intents.max_open_per_reference`).
+pub const DEFAULT_MAX_OPEN_PER_REFERENCE: usize = 5;
+
 /// How intents are made: from settings.
 #[derive(Debug, Clone)]
 pub struct IntentPolicy {
@@ -108,6 +122,11 @@ pub struct IntentPolicy {
     /// How long after the expiry money seen in time may take to be final
     /// and still settle by itself, per network; unset ones take the default.
     pub confirm_window_secs: HashMap<Network, i64>,
+    /// Open intents (awaiting payment or confirming) one reference may
+    /// hold at once: each holds an address, and an Electrum watcher a
+    /// subscription, so a caller who asks again and again must not drain
+    /// the pool.
+    pub max_open_per_reference: usize,
 }
 
 impl IntentPolicy {
@@ -251,6 +270,17 @@ impl IntentService {
 
         let now = self.clock.now_ms();
         let mut tx = self.store.begin().await?;
+        let open = self
+            .store
+            .open_intents_for_reference(&mut tx, kind, reference)
+            .await?;
+        if open >= self.policy.max_open_per_reference {
+            return Err(IntentError::TooManyOpen {
+                kind,
+                reference: reference.to_owned(),
+                open,
+            });
+        }
         let (address_id, address) = match self.derivers.get(&network) {
             Some(deriver) => {
                 self.derive_fresh(&mut tx, deriver.as_ref(), network, now)
@@ -395,18 +425,8 @@ impl IntentService {
 }
 
 fn checked_text<'a>(field: &'static str, value: &'a str) -> Result<&'a str, IntentError> {
-    let v = value.trim();
-    if v.is_empty() {
-        return Err(IntentError::FieldInvalid {
-            field,
-            why: "must not be empty".into(),
-        });
-    }
-    if v.len() > 200 || v.chars().any(char::is_control) {
-        return Err(IntentError::FieldInvalid {
-            field,
-            why: "must be at most 200 printable characters".into(),
-        });
-    }
-    Ok(v)
+    crate::text::label(value, 200).map_err(|why| IntentError::FieldInvalid {
+        field,
+        why: why.to_string(),
+    })
 }

@@ -94,9 +94,15 @@ impl Reconciler {
         let mut tx = store.begin_snapshot().await?;
         let detail = a.detail();
         if let Some(earlier) = store.audit_by_key(&mut tx, a.key).await? {
+            // A replay is the same request in every field a person typed:
+            // a corrected destination or note under the same key is another
+            // request, and answering it as done would drop the correction.
             let same = earlier.intent_id == a.intent_id
                 && earlier.action == a.action.as_str()
-                && earlier.detail == detail;
+                && earlier.detail == detail
+                && earlier.role == a.role
+                && earlier.actor == a.actor
+                && earlier.note == a.note;
             return Ok(if same {
                 ActionOutcome::Replayed {
                     audit_id: earlier.audit_id,

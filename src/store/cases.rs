@@ -74,29 +74,44 @@ impl Store {
 
     /// Intents matching a search: by reference, account, address (on any
     /// network, its twin spelling included) or a transaction id paid to one.
-    pub async fn find_intents(
+    /// Intents matching every criterion given, newest first. An address or
+    /// txid is matched against each of its possible stored spellings.
+    pub(crate) async fn find_intents(
         &self,
         reference: Option<&str>,
         account: Option<&str>,
-        address: Option<&str>,
-        txid: Option<&str>,
+        addresses: &[String],
+        txids: &[String],
         limit: i64,
     ) -> Result<Vec<IntentRecord>, StoreError> {
-        let sql = format!(
+        // Placeholders after the fixed three, one per spelling: a handful
+        // at most, so an IN list beats a JSON rowset on both databases.
+        let mut next = 4;
+        let mut list = |n: usize| {
+            let items: Vec<String> = (0..n).map(|i| format!("${}", next + i)).collect();
+            next += n;
+            items.join(", ")
+        };
+        let mut sql = format!(
             "SELECT {INTENT_COLUMNS} FROM intents WHERE \
-             ($1 IS NULL OR reference = $1) AND ($2 IS NULL OR account = $2) \
-             AND ($3 IS NULL OR address = $3 OR twin_address = $3) \
-             AND ($4 IS NULL OR id IN (SELECT intent_id FROM paywatch_intent_transfers WHERE txid = $4)) \
-             ORDER BY id DESC LIMIT $5"
+             ($1 IS NULL OR reference = $1) AND ($2 IS NULL OR account = $2)"
         );
-        let rows = sqlx::query(&sql)
-            .bind(reference)
-            .bind(account)
-            .bind(address)
-            .bind(txid)
-            .bind(limit)
-            .fetch_all(self.pool())
-            .await?;
+        if !addresses.is_empty() {
+            let l = list(addresses.len());
+            sql.push_str(&format!(" AND (address IN ({l}) OR twin_address IN ({l}))"));
+        }
+        if !txids.is_empty() {
+            let l = list(txids.len());
+            sql.push_str(&format!(
+                " AND id IN (SELECT intent_id FROM paywatch_intent_transfers WHERE txid IN ({l}))"
+            ));
+        }
+        sql.push_str(" ORDER BY id DESC LIMIT $3");
+        let mut query = sqlx::query(&sql).bind(reference).bind(account).bind(limit);
+        for v in addresses.iter().chain(txids) {
+            query = query.bind(v.as_str());
+        }
+        let rows = query.fetch_all(self.pool()).await?;
         rows.iter().map(intent_from_row).collect()
     }
 
@@ -160,14 +175,25 @@ pub struct CaseTransfer {
 impl Store {
     /// Every transfer to an intent's address, on every network, as the
     /// storefront's view lists them.
-    pub async fn case_transfers(&self, intent_id: i64) -> Result<Vec<CaseTransfer>, StoreError> {
+    /// The transfers to an intent's address after transfer `after`, at
+    /// most `limit`, oldest first: dust sent to a known address can be
+    /// endless, so nothing reads them all at once.
+    pub(crate) async fn case_transfers(
+        &self,
+        intent_id: i64,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<CaseTransfer>, StoreError> {
         let rows = sqlx::query(
             "SELECT transfer_id, network, asset, txid, transfer_index, to_address, from_address, \
              CAST(amount AS TEXT) AS amount, counts_toward_intent, tx_status, block_height, \
              confirmations, is_final, first_seen_at, orphaned_at \
-             FROM paywatch_intent_transfers WHERE intent_id = $1 ORDER BY transfer_id",
+             FROM paywatch_intent_transfers WHERE intent_id = $1 AND transfer_id > $2 \
+             ORDER BY transfer_id LIMIT $3",
         )
         .bind(intent_id)
+        .bind(after)
+        .bind(limit)
         .fetch_all(self.pool())
         .await?;
         rows.iter()
@@ -191,6 +217,19 @@ impl Store {
                 })
             })
             .collect()
+    }
+}
+
+impl Store {
+    /// How many transfers went to an intent's address, on any network.
+    pub(crate) async fn case_transfer_count(&self, intent_id: i64) -> Result<i64, StoreError> {
+        Ok(
+            sqlx::query("SELECT COUNT(*) AS n FROM paywatch_intent_transfers WHERE intent_id = $1")
+                .bind(intent_id)
+                .fetch_one(self.pool())
+                .await?
+                .try_get("n")?,
+        )
     }
 }
 

@@ -17,6 +17,9 @@ pub(crate) struct EarlierAction {
     pub intent_id: i64,
     pub action: String,
     pub detail: Option<String>,
+    pub role: String,
+    pub actor: String,
+    pub note: String,
 }
 
 /// The audit line of an action.
@@ -66,7 +69,8 @@ impl Store {
         key: &str,
     ) -> Result<Option<EarlierAction>, StoreError> {
         let row = sqlx::query(
-            "SELECT id, intent_id, action, detail FROM audit_log WHERE action_key = $1",
+            "SELECT id, intent_id, action, detail, role, actor, note FROM audit_log \
+             WHERE action_key = $1",
         )
         .bind(key)
         .fetch_optional(&mut **tx)
@@ -77,6 +81,9 @@ impl Store {
                 intent_id: r.try_get("intent_id")?,
                 action: r.try_get("action")?,
                 detail: r.try_get("detail")?,
+                role: r.try_get("role")?,
+                actor: r.try_get("actor")?,
+                note: r.try_get("note")?,
             })
         })
         .transpose()

@@ -143,6 +143,22 @@ pub(crate) fn intent_from_row(row: &AnyRow) -> Result<IntentRecord, StoreError> 
     })
 }
 
+/// Declarations of payment kept per intent: the first, and a few more
+/// that each say something new.
+pub const MAX_DECLARATIONS: i64 = 5;
+
+/// What a customer's "I have paid" came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Declared {
+    NoSuchIntent,
+    /// Recorded now, and the intent's address queued to be looked at.
+    Recorded,
+    /// Said before (or said too often): nothing was written.
+    AlreadyRecorded {
+        first_at_ms: i64,
+    },
+}
+
 impl Store {
     /// Writes a new intent on the address `address_id` (taken in `tx`), with
     /// its first history line, its address linked to it and a reconcile
@@ -368,16 +384,49 @@ impl Store {
             .collect()
     }
 
+    /// Open intents (awaiting payment or confirming) of one reference, in
+    /// `tx`. On PostgreSQL the reference is locked for the rest of `tx`
+    /// first, so concurrent creations for it count one after the other
+    /// and the cap holds exactly; SQLite's writer is one at a time anyway.
+    pub(crate) async fn open_intents_for_reference(
+        &self,
+        tx: &mut Tx,
+        kind: IntentKind,
+        reference: &str,
+    ) -> Result<usize, StoreError> {
+        if self.dialect() == Dialect::Postgres {
+            sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+                .bind(format!("intent-reference:{}:{reference}", kind.as_str()))
+                .execute(&mut **tx)
+                .await?;
+        }
+        let n: i64 = sqlx::query(
+            "SELECT COUNT(*) AS n FROM intents WHERE kind = $1 AND reference = $2 \
+             AND status IN ('awaiting_payment', 'confirming')",
+        )
+        .bind(kind.as_str())
+        .bind(reference)
+        .fetch_one(&mut **tx)
+        .await?
+        .try_get("n")?;
+        Ok(usize::try_from(n).unwrap_or(usize::MAX))
+    }
+
     /// Records a customer's "I have paid". It changes no status: only the
-    /// chain can prove a payment.
+    /// chain can prove a payment; a declaration only makes the intent's address be looked at now. A repeat (no note,
+    /// or a note already given) writes nothing, and at most
+    /// [`MAX_DECLARATIONS`] are kept per intent, so a caller who repeats it
+    /// cannot grow the tables.
     pub async fn declare_paid(
         &self,
         intent_id: i64,
         note: Option<&str>,
         now_ms: i64,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Declared, StoreError> {
         let mut tx = self.begin().await?;
-        let updated = sqlx::query(
+        // Taking the intent's row first orders concurrent declarations of
+        // one intent, so two equal ones cannot both be written.
+        let touched = sqlx::query(
             "UPDATE intents SET declared_paid_at = COALESCE(declared_paid_at, $2) WHERE id = $1",
         )
         .bind(intent_id)
@@ -385,8 +434,26 @@ impl Store {
         .execute(&mut *tx)
         .await?
         .rows_affected();
-        if updated == 0 {
-            return Ok(false);
+        if touched == 0 {
+            return Ok(Declared::NoSuchIntent);
+        }
+        let earlier = sqlx::query(
+            "SELECT COUNT(*) AS n, SUM(CASE WHEN note = $2 THEN 1 ELSE 0 END) AS same, \
+             MIN(declared_at) AS first_at FROM payment_declarations WHERE intent_id = $1",
+        )
+        .bind(intent_id)
+        .bind(note)
+        .fetch_one(&mut *tx)
+        .await?;
+        let n: i64 = earlier.try_get("n")?;
+        let same: Option<i64> = earlier.try_get("same")?;
+        let first_at: Option<i64> = earlier.try_get("first_at")?;
+        if let Some(first_at_ms) = first_at {
+            if note.is_none() || same.unwrap_or(0) > 0 || n >= MAX_DECLARATIONS {
+                // Nothing new was said: the row taken above is left as it was.
+                drop(tx);
+                return Ok(Declared::AlreadyRecorded { first_at_ms });
+            }
         }
         sqlx::query(
             "INSERT INTO payment_declarations (intent_id, declared_at, note) VALUES ($1, $2, $3)",
@@ -416,7 +483,7 @@ impl Store {
         )
         .await?;
         tx.commit().await?;
-        Ok(true)
+        Ok(Declared::Recorded)
     }
 
     /// Available USD balance of an account, in cents: posted entries only.

@@ -39,7 +39,9 @@ pub(crate) use dialect::Col;
 pub use dialect::{redact_url, Dialect};
 pub use error::StoreError;
 pub(crate) use facts::{Facts, SettlementRow};
-pub use intents::{IntentEvent, IntentRecord, NewIntentRow, SettlementRecord};
+pub use intents::{
+    Declared, IntentEvent, IntentRecord, NewIntentRow, SettlementRecord, MAX_DECLARATIONS,
+};
 pub use invariants::{LedgerCheck, Violation};
 pub use leases::{Lease, LeaseHolder};
 pub(crate) use rescan::RescanProgress;

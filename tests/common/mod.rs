@@ -748,6 +748,7 @@ fn components(
         topup_amounts_cents: vec![10_000, 50_000, 200_000, 1_000_000],
         quote_decimals: HashMap::new(),
         confirm_window_secs: HashMap::new(),
+        max_open_per_reference: paywatch::intents::DEFAULT_MAX_OPEN_PER_REFERENCE,
     };
     let rate_book = RateBook::new(
         Arc::new(FixedRates::new(rates.clone(), dyn_clock.clone())),
