@@ -398,6 +398,10 @@ pub struct WebhookSettings {
     pub max_backoff_secs: u64,
     /// Rows sent at once (each to a different intent).
     pub batch: i64,
+    /// Allows an `http://` URL whose host is loopback (a receiver on the
+    /// same machine, or a test); any other URL must be `https://`.
+    #[serde(default)]
+    pub allow_http_to_loopback: bool,
 }
 
 impl fmt::Debug for WebhookSettings {
@@ -409,6 +413,7 @@ impl fmt::Debug for WebhookSettings {
             .field("base_backoff_ms", &self.base_backoff_ms)
             .field("max_backoff_secs", &self.max_backoff_secs)
             .field("batch", &self.batch)
+            .field("allow_http_to_loopback", &self.allow_http_to_loopback)
             .finish()
     }
 }
@@ -439,9 +444,26 @@ impl WebhookSettings {
         if !self.enabled() {
             return Ok(());
         }
+        // Over plain HTTP anyone on the path reads every payment, and can
+        // hold and replay requests within the signature's window.
         match reqwest::Url::parse(self.url.trim()) {
-            Ok(u) if matches!(u.scheme(), "http" | "https") && u.has_host() => {}
-            _ => return invalid("url: not an http:// or https:// URL"),
+            Ok(u) if u.scheme() == "https" && u.has_host() => {}
+            Ok(u) if u.scheme() == "http" && u.has_host() => {
+                let host = u.host_str().unwrap_or("");
+                let loopback = host.eq_ignore_ascii_case("localhost")
+                    || host
+                        .trim_start_matches('[')
+                        .trim_end_matches(']')
+                        .parse::<std::net::IpAddr>()
+                        .is_ok_and(|ip| ip.is_loopback());
+                if !loopback {
+                    return invalid("url: must be https:// (plain http:// is allowed only to loopback, with allow_http_to_loopback)");
+                }
+                if !self.allow_http_to_loopback {
+                    return invalid("url: plain http:// to loopback needs webhooks.allow_http_to_loopback = true");
+                }
+            }
+            _ => return invalid("url: not an https:// URL"),
         }
         if self.secret.0.len() < 16 {
             return invalid("secret: at least 16 bytes are required when webhooks.url is set");
@@ -735,6 +757,22 @@ mod tests {
         s.webhooks.url = "ftp://shop.example".into();
         let e = s.validate().unwrap_err().to_string();
         assert!(e.contains("webhooks.url"), "{e}");
+        // Plain HTTP would show every payment and the signature to the
+        // network: refused, but for loopback when explicitly allowed.
+        s.webhooks.url = "http://shop.example/paywatch".into();
+        let e = s.validate().unwrap_err().to_string();
+        assert!(e.contains("webhooks.url") && e.contains("https"), "{e}");
+        for loopback in ["http://127.0.0.1:9000/hook", "http://localhost/hook", "http://[::1]/h"] {
+            s.webhooks.url = loopback.into();
+            s.webhooks.allow_http_to_loopback = false;
+            let e = s.validate().unwrap_err().to_string();
+            assert!(e.contains("allow_http_to_loopback"), "{loopback}: {e}");
+            s.webhooks.allow_http_to_loopback = true;
+            s.validate().unwrap();
+        }
+        s.webhooks.url = "http://shop.example/paywatch".into();
+        assert!(s.validate().is_err(), "only loopback may be plain HTTP");
+        s.webhooks.allow_http_to_loopback = false;
         s.webhooks.url = "https://hook:hunter2@shop.example:8443/hooks/tok-hunter4".into();
         let shown = format!("{:?}", s.webhooks);
         assert!(shown.contains("https://shop.example:8443/"), "{shown}");

@@ -40,6 +40,7 @@ on_both_databases!(
     two_instances_deliver_every_change_once_signed_and_in_order_to_a_failing_receiver,
     delivery_stopped_mid_retry_resumes_after_a_restart_and_loses_nothing,
     an_operator_can_have_a_delivered_row_sent_again,
+    a_delivery_replayed_under_another_delivery_id_fails_its_signature,
 );
 
 /// One request the receiver got, and what it answered.
@@ -154,6 +155,8 @@ fn settings(h: &Harness, url: &str) -> Settings {
     let mut s = Settings::load(None).expect("defaults");
     s.database.url = h.db.url.clone();
     s.webhooks.url = url.to_owned();
+    // The test receiver speaks plain HTTP on loopback.
+    s.webhooks.allow_http_to_loopback = true;
     s.webhooks.secret = Secret(SECRET.into());
     s.webhooks.timeout_secs = 2;
     // Short retries keep the test fast; the schedule's shape is the same.
@@ -214,25 +217,62 @@ async fn all_delivered(store: &Store, n: usize) {
     .await;
 }
 
-/// Every request carries the row's id and payload, and a signature the
-/// receiver recomputes with the shared secret.
+/// Every request carries the row's id and payload (with the id as
+/// `event_id`), and a signature the receiver recomputes with the shared
+/// secret.
 fn assert_signed(hit: &Hit, payloads: &HashMap<i64, String>) {
     assert_eq!(hit.content_type, "application/json");
-    assert_eq!(
-        Some(&hit.body),
-        payloads.get(&hit.delivery),
-        "the body is the outbox row's payload, byte for byte"
-    );
+    let mut expected: Value = serde_json::from_str(&payloads[&hit.delivery]).unwrap();
+    expected["event_id"] = json!(hit.delivery);
+    let body: Value = serde_json::from_str(&hit.body).unwrap();
+    assert_eq!(body, expected, "the body is the outbox row's payload and its id");
+    assert!(verifies(hit), "signature of {hit:?}");
+}
+
+/// A receiver's check, as the README gives it: the HMAC of
+/// "<timestamp>.<delivery>.<body>" matches, the timestamp is within five
+/// minutes, and the body's event_id is the delivery id.
+fn verifies(hit: &Hit) -> bool {
     let mut mac = Hmac::<Sha256>::new_from_slice(SECRET.as_bytes()).unwrap();
-    mac.update(format!("{}.{}", hit.timestamp, hit.body).as_bytes());
-    let expected = format!("v1={}", hex::encode(mac.finalize().into_bytes()));
-    assert_eq!(hit.signature, expected, "signature of {hit:?}");
-    let ts: i64 = hit.timestamp.parse().expect("unix seconds");
+    mac.update(format!("{}.{}.{}", hit.timestamp, hit.delivery, hit.body).as_bytes());
+    let expected = format!("v2={}", hex::encode(mac.finalize().into_bytes()));
     let now = SystemClock.now_ms() / 1000;
-    assert!(
-        (now - 300..=now + 5).contains(&ts),
-        "timestamp {ts}, now {now}"
-    );
+    let fresh = hit
+        .timestamp
+        .parse::<i64>()
+        .is_ok_and(|ts| (now - 300..=now + 300).contains(&ts));
+    let body: Value = serde_json::from_str(&hit.body).unwrap_or(Value::Null);
+    hit.signature == expected && fresh && body["event_id"] == json!(hit.delivery)
+}
+
+async fn a_delivery_replayed_under_another_delivery_id_fails_its_signature(b: Backend) {
+    let mut h = Harness::new(b, Network::Litecoin, 3).await;
+    let rows = two_paid_orders(&mut h).await;
+    let (receiver, url) = Receiver::start(0).await;
+    let task = Task::start(h.store.clone(), &settings(&h, &url));
+    all_delivered(&h.store, rows.len()).await;
+    task.stop().await;
+    let hits = receiver.hits();
+    assert!(hits.iter().all(verifies), "{hits:?}");
+
+    // An attacker who captured one request sends it again under a delivery
+    // id the receiver has not seen, to get past its de-duplication.
+    let captured = hits[0].clone();
+    let unseen = hits.iter().map(|h| h.delivery).max().unwrap() + 1;
+    let replayed = Hit {
+        delivery: unseen,
+        ..captured.clone()
+    };
+    assert!(!verifies(&replayed), "the delivery id is signed");
+    // Nor can the body's event_id be changed to match.
+    let mut body: Value = serde_json::from_str(&captured.body).unwrap();
+    body["event_id"] = json!(unseen);
+    let rewritten = Hit {
+        delivery: unseen,
+        body: body.to_string(),
+        ..captured
+    };
+    assert!(!verifies(&rewritten), "the body is signed");
 }
 
 /// No row was sent before every earlier row of its intent had been answered 200.

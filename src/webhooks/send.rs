@@ -50,8 +50,11 @@ impl Sender {
         })
     }
 
-    /// POSTs `body` as delivery `outbox_id`, signed at `timestamp_secs`.
-    pub(crate) async fn send(&self, outbox_id: i64, body: &str, timestamp_secs: i64) -> Attempt {
+    /// POSTs outbox row `outbox_id`'s `payload` as its delivery, signed at
+    /// `timestamp_secs`.
+    pub(crate) async fn send(&self, outbox_id: i64, payload: &str, timestamp_secs: i64) -> Attempt {
+        let body = with_event_id(outbox_id, payload);
+        let body = body.as_str();
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(
@@ -60,7 +63,7 @@ impl Sender {
         );
         headers.insert("paywatch-delivery", HeaderValue::from(outbox_id));
         headers.insert("paywatch-timestamp", HeaderValue::from(timestamp_secs));
-        let signed = signature(&self.secret, timestamp_secs, body);
+        let signed = signature(&self.secret, timestamp_secs, outbox_id, body);
         headers.insert(
             "paywatch-signature",
             HeaderValue::from_str(&signed).expect("hex is a valid header value"),
@@ -127,4 +130,18 @@ fn describe(e: &reqwest::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+/// The payload with its outbox id as `event_id`: a receiver that keeps
+/// bodies de-duplicates on what the signature covers, not only on a header.
+fn with_event_id(outbox_id: i64, payload: &str) -> String {
+    match serde_json::from_str::<serde_json::Value>(payload) {
+        Ok(serde_json::Value::Object(mut map)) => {
+            map.insert("event_id".into(), outbox_id.into());
+            serde_json::Value::Object(map).to_string()
+        }
+        // Every payload paywatch writes is an object; anything else goes
+        // out as it was stored rather than not at all.
+        _ => payload.to_owned(),
+    }
 }
