@@ -11,6 +11,10 @@ use paywatch::IntentKind;
 use paywatch_core::{AssetId, Method, Network};
 use tracing_subscriber::EnvFilter;
 
+/// The shortest token `hash-token` accepts: a person's own choice must at
+/// least be long; `new-token` makes 256 random bits.
+const MIN_TOKEN_CHARS: usize = 32;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "paywatch",
@@ -50,8 +54,13 @@ enum Command {
     /// credit, and the ledger's sum. Exits non-zero naming each violation.
     Check,
     /// Print the SHA-256 (hex) of a bearer token read from stdin, for
-    /// api.tokens.<role>: the configuration holds hashes, never tokens.
+    /// api.tokens.<role>: the configuration holds hashes, never tokens. A
+    /// token shorter than 32 characters is refused: use new-token.
     HashToken,
+    /// Make a new random 256-bit bearer token for ROLE (storefront,
+    /// operator or support), named NAME in the audit log; print it once,
+    /// with the configuration line that holds its hash.
+    NewToken { role: String, name: String },
     /// Print the payments recorded chain data holds for some addresses,
     /// through the watcher's own parser: txid, output or log index, (asset,)
     /// address, amount in base units and in coin.
@@ -352,7 +361,24 @@ async fn run() -> anyhow::Result<()> {
             .context("reading the token from stdin")?;
         let token = token.trim_end_matches(['\r', '\n']);
         anyhow::ensure!(!token.is_empty(), "no token on stdin");
+        anyhow::ensure!(
+            token.chars().count() >= MIN_TOKEN_CHARS,
+            "the token has {} characters; a token a person made up needs at least {MIN_TOKEN_CHARS} \
+             to resist guessing. Make one with: paywatch new-token ROLE NAME",
+            token.chars().count()
+        );
         println!("{}", paywatch::api::TokenTable::hash_token(token));
+        return Ok(());
+    }
+    if let Command::NewToken { role, name } = &cli.command {
+        let made = paywatch::api::TokenTable::new_token(role, name)?;
+        println!("token: {}", made.token);
+        println!("hash: {}", made.hash);
+        println!(
+            "# The token is shown once: give it to its {role}, keep it out of logs and tickets."
+        );
+        println!("# Add its hash, with its name, to the configuration:");
+        println!("api.tokens.{role} = [\"{name}:{}\"]", made.hash);
         return Ok(());
     }
     if let Command::Extract {
@@ -368,7 +394,7 @@ async fn run() -> anyhow::Result<()> {
     let ctx = Context::build(settings).await?;
     match cli.command {
         Command::Run => app::run(ctx).await?,
-        Command::Extract { .. } | Command::HashToken => {} // answered above, without a database
+        Command::Extract { .. } | Command::HashToken | Command::NewToken { .. } => {} // answered above, without a database
         Command::Migrate => println!("migrations applied ({})", ctx.store.dialect().as_str()),
         Command::Intent(c) => intent(&ctx, c).await?,
         Command::Balance(c) => balance(&ctx, c).await?,

@@ -269,6 +269,10 @@ fn max_connections() -> usize {
     1024
 }
 
+fn auth_failures_per_minute() -> u32 {
+    crate::api::AUTH_FAILURES_PER_MINUTE
+}
+
 fn max_connections_per_client() -> usize {
     64
 }
@@ -370,6 +374,14 @@ pub struct ApiSettings {
     /// A request, body included, is answered within this (503 past it).
     #[serde(default = "request_timeout_secs")]
     pub request_timeout_secs: u64,
+    /// Failed token attempts one client address may make in a minute; the
+    /// request after the last is refused (429) for a minute.
+    #[serde(default = "auth_failures_per_minute")]
+    pub auth_failures_per_minute: u32,
+    /// paywatch is reached over TLS (a proxy in front terminates it): the
+    /// console's cookie is then `Secure` with the `__Host-` prefix.
+    #[serde(default)]
+    pub behind_tls: bool,
     /// Role (`storefront`, `operator`, `support`) → SHA-256 hashes (hex) of
     /// its bearer tokens. Tokens themselves are never configured or stored.
     pub tokens: BTreeMap<String, Vec<String>>,
@@ -762,7 +774,11 @@ mod tests {
         s.webhooks.url = "http://shop.example/paywatch".into();
         let e = s.validate().unwrap_err().to_string();
         assert!(e.contains("webhooks.url") && e.contains("https"), "{e}");
-        for loopback in ["http://127.0.0.1:9000/hook", "http://localhost/hook", "http://[::1]/h"] {
+        for loopback in [
+            "http://127.0.0.1:9000/hook",
+            "http://localhost/hook",
+            "http://[::1]/h",
+        ] {
             s.webhooks.url = loopback.into();
             s.webhooks.allow_http_to_loopback = false;
             let e = s.validate().unwrap_err().to_string();

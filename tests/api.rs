@@ -49,6 +49,9 @@ impl Api {
         s.database.url = db.url.clone();
         s.rates.fixed.insert("BTC".into(), "50000".into());
         s.api.max_body_bytes = 4096;
+        // These tests probe every route with missing and wrong tokens from
+        // one address, far more often than a real client fails.
+        s.api.auth_failures_per_minute = 10_000;
         for (role, token) in [
             ("storefront", STOREFRONT),
             ("operator", OPERATOR),

@@ -9,6 +9,7 @@ mod common;
 
 use common::api::{context_with_role_tokens, ApiClient, OPERATOR, STOREFRONT, SUPPORT};
 use common::{Backend, Harness};
+use paywatch::api::TokenTable;
 use paywatch::reconcile::Exception;
 use paywatch_core::{Amount, Asset, Network};
 use reqwest::{Method, StatusCode};
@@ -557,4 +558,307 @@ async fn dust_sent_to_a_case_is_paged_not_listed_whole(b: Backend) {
         .unwrap()
         .iter()
         .any(|t| t["counts_toward_intent"] == json!(true)));
+}
+
+// ---------------------------------------------------------------------------
+// Identity: console sessions, token names, failed attempts (issue 18, cases 6 and 7)
+
+/// A browser without a cookie jar: each cookie is read and sent by hand, so
+/// the test sees exactly what the server set.
+fn browser() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+/// Signs in at `base` with `token`; the `Set-Cookie` header it answered.
+async fn sign_in(base: &str, token: &str) -> String {
+    let resp = browser()
+        .post(format!("{base}/console/login"))
+        .header("origin", base)
+        .form(&[("token", token)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::SEE_OTHER, "signed in");
+    resp.headers()["set-cookie"].to_str().unwrap().to_owned()
+}
+
+/// What the console answers `path` with the cookie `pair` ("name=value").
+async fn console_get(base: &str, path: &str, pair: &str) -> (StatusCode, String) {
+    let resp = browser()
+        .get(format!("{base}{path}"))
+        .header("cookie", pair)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status();
+    let location = resp
+        .headers()
+        .get("location")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    (status, location)
+}
+
+fn cookie_pair(set_cookie: &str) -> String {
+    set_cookie.split(';').next().unwrap().trim().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_cookie_is_a_server_side_session_not_the_token() {
+    let w = World::new(Backend::Sqlite, Network::Litecoin).await;
+    let base = w.client.base.clone();
+    let set = sign_in(&base, SUPPORT).await;
+    let pair = cookie_pair(&set);
+    let value = pair.split_once('=').unwrap().1;
+    assert!(
+        !value.contains(SUPPORT) && !value.contains(&hex::encode(SUPPORT)),
+        "the cookie must not carry the token: {set}"
+    );
+    assert!(value.len() >= 43, "a 256-bit random id: {set}");
+    for flag in ["HttpOnly", "SameSite=Strict", "Max-Age=28800"] {
+        assert!(set.contains(flag), "{flag}: {set}");
+    }
+    assert!(
+        !set.contains("Secure"),
+        "plain HTTP unless api.behind_tls: {set}"
+    );
+    assert_eq!(
+        console_get(&base, "/console/queue", &pair).await.0,
+        StatusCode::OK
+    );
+
+    // Logout ends the session on the server, not only in this browser: a
+    // copy of the cookie taken before is worth nothing after.
+    let resp = browser()
+        .post(format!("{base}/console/logout"))
+        .header("origin", &base)
+        .header("cookie", &pair)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::SEE_OTHER);
+    let (st, location) = console_get(&base, "/console/queue", &pair).await;
+    assert_eq!(
+        (st, location.as_str()),
+        (StatusCode::SEE_OTHER, "/console/login")
+    );
+
+    // A session ends after its 8 hours, whatever the cookie's own age says.
+    let pair = cookie_pair(&sign_in(&base, SUPPORT).await);
+    assert_eq!(
+        console_get(&base, "/console/queue", &pair).await.0,
+        StatusCode::OK
+    );
+    w.h.clock.advance_secs(8 * 3600 + 1);
+    let (st, location) = console_get(&base, "/console/queue", &pair).await;
+    assert_eq!(
+        (st, location.as_str()),
+        (StatusCode::SEE_OTHER, "/console/login")
+    );
+    // A made-up session id is refused the same way.
+    let (st, _) = console_get(&base, "/console/queue", "paywatch_session=AAAA").await;
+    assert_eq!(st, StatusCode::SEE_OTHER);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_tls_the_console_cookie_is_secure_and_host_only() {
+    let h = Harness::new(Backend::Sqlite, Network::Litecoin, 1).await;
+    let mut ctx = context_with_role_tokens(&h);
+    ctx.settings.api.behind_tls = true;
+    let client = ApiClient::serve(ctx).await;
+    let set = sign_in(&client.base, OPERATOR).await;
+    assert!(set.starts_with("__Host-paywatch_session="), "{set}");
+    for flag in ["Secure", "HttpOnly", "SameSite=Strict", "Path=/;"] {
+        assert!(set.contains(flag), "{flag}: {set}");
+    }
+    let pair = cookie_pair(&set);
+    assert_eq!(
+        console_get(&client.base, "/console/queue", &pair).await.0,
+        StatusCode::OK
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_removed_from_the_configuration_ends_its_sessions() {
+    let h = Harness::new(Backend::Postgres, Network::Litecoin, 1).await;
+    let first = ApiClient::serve(context_with_role_tokens(&h)).await;
+    let pair = cookie_pair(&sign_in(&first.base, SUPPORT).await);
+    // Another instance on the same database knows the session...
+    let second = ApiClient::serve(context_with_role_tokens(&h)).await;
+    assert_eq!(
+        console_get(&second.base, "/console/queue", &pair).await.0,
+        StatusCode::OK
+    );
+    // ...and one whose configuration no longer has the token refuses it.
+    let mut ctx = context_with_role_tokens(&h);
+    ctx.settings.api.tokens.remove("support");
+    let rotated = ApiClient::serve(ctx).await;
+    let (st, location) = console_get(&rotated.base, "/console/queue", &pair).await;
+    assert_eq!(
+        (st, location.as_str()),
+        (StatusCode::SEE_OTHER, "/console/login")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_log_names_the_token_as_well_as_the_actor() {
+    let mut w = World::new(Backend::Sqlite, Network::Litecoin).await;
+    let mut ctx = context_with_role_tokens(&w.h);
+    ctx.settings.api.tokens.insert(
+        "support".into(),
+        vec![format!("help-desk-ana:{}", TokenTable::hash_token(SUPPORT))],
+    );
+    let named = ApiClient::serve(ctx).await;
+    let id = w.underpaid("named").await;
+    let (st, case) = named
+        .call(
+            Method::POST,
+            &format!("/v1/cases/{id}/actions"),
+            Some(SUPPORT),
+            Some("named-1"),
+            Some(
+                json!({"action": "dismiss", "note": "test order", "actor": "someone else"})
+                    .to_string(),
+            ),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{case}");
+    let entry = &case["audit"][0];
+    assert_eq!(entry["actor"], json!("someone else"), "{entry}");
+    assert_eq!(entry["token_name"], json!("help-desk-ana"), "{entry}");
+    assert_eq!(
+        w.h.row("SELECT token_name FROM audit_log")
+            .await
+            .get("token_name"),
+        Some("help-desk-ana")
+    );
+    // An unnamed token is named after its role and place in the list.
+    let id = w.underpaid("unnamed").await;
+    let (_, case) = w
+        .act(
+            id,
+            "unnamed-1",
+            json!({"action": "dismiss", "note": "test", "actor": "bo"}),
+        )
+        .await;
+    assert_eq!(case["audit"][0]["token_name"], json!("support-1"), "{case}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_token_attempts_are_throttled_per_client_address() {
+    let w = World::new(Backend::Sqlite, Network::Litecoin).await;
+    let base = w.client.base.clone();
+    let from = |ip: [u8; 4]| {
+        reqwest::Client::builder()
+            .local_address(std::net::IpAddr::from(ip))
+            .build()
+            .unwrap()
+    };
+    let attacker = from([127, 0, 0, 5]);
+    let limit = paywatch::api::AUTH_FAILURES_PER_MINUTE;
+    for n in 0..limit {
+        let st = attacker
+            .get(format!("{base}/v1/review-queue"))
+            .bearer_auth(format!("guess-{n}"))
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(st, StatusCode::UNAUTHORIZED, "guess {n}");
+    }
+    // Past the limit every token is refused from that address, the right
+    // one too: a guess that happens to be right must not be told so.
+    for token in ["guess-next", OPERATOR] {
+        let resp = attacker
+            .get(format!("{base}/v1/review-queue"))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS, "{token}");
+        assert!(resp.headers().contains_key("retry-after"));
+        let v: Value = resp.json().await.unwrap();
+        assert_eq!(v["error"]["code"], json!("too_many_failures"), "{v}");
+    }
+    // The console's sign-in counts the same failures.
+    let resp = attacker
+        .post(format!("{base}/console/login"))
+        .header("origin", &base)
+        .form(&[("token", OPERATOR)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+    // Health checks and other addresses are not affected.
+    let st = attacker
+        .get(format!("{base}/healthz"))
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(st, StatusCode::OK);
+    let st = from([127, 0, 0, 6])
+        .get(format!("{base}/v1/review-queue"))
+        .bearer_auth(OPERATOR)
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(st, StatusCode::OK);
+}
+
+#[test]
+fn new_token_prints_a_256_bit_token_and_the_line_that_configures_it() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_paywatch"))
+        .args(["new-token", "support", "help-desk-ana"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let token = text
+        .lines()
+        .find_map(|l| l.strip_prefix("token: "))
+        .expect("a token line")
+        .trim();
+    let digits = token.strip_prefix("pw_").expect("pw_ prefix");
+    assert_eq!(hex::decode(digits).unwrap().len(), 32, "{token}");
+    let line = format!(
+        "api.tokens.support = [\"help-desk-ana:{}\"]",
+        TokenTable::hash_token(token)
+    );
+    assert!(text.contains(&line), "{text}");
+    // Two runs never give the same token.
+    let again = std::process::Command::new(env!("CARGO_BIN_EXE_paywatch"))
+        .args(["new-token", "support", "help-desk-ana"])
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8(again.stdout).unwrap().contains(token));
+
+    // A token a person made up must be long enough to resist guessing.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_paywatch"))
+        .arg("hash-token")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(b"hunter2").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("new-token"), "{err}");
+    for bad in [
+        &["new-token", "admin", "x"][..],
+        &["new-token", "support", "a b"],
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_paywatch"))
+            .args(bad)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{bad:?}");
+    }
 }

@@ -537,6 +537,7 @@ async fn apply(h: &mut Harness, m: &mut Model, step: Step) -> Result<bool, Strin
                     action,
                     role: "support",
                     actor: "model",
+                    token_name: "model-token",
                     note: "a step of the model",
                     key: &key,
                     destination: Some("rltc1qrefund"),

@@ -225,7 +225,10 @@ fn assert_signed(hit: &Hit, payloads: &HashMap<i64, String>) {
     let mut expected: Value = serde_json::from_str(&payloads[&hit.delivery]).unwrap();
     expected["event_id"] = json!(hit.delivery);
     let body: Value = serde_json::from_str(&hit.body).unwrap();
-    assert_eq!(body, expected, "the body is the outbox row's payload and its id");
+    assert_eq!(
+        body, expected,
+        "the body is the outbox row's payload and its id"
+    );
     assert!(verifies(hit), "signature of {hit:?}");
 }
 

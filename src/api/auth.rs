@@ -1,5 +1,6 @@
-//! Bearer tokens per role, configured as SHA-256 hashes and compared in
-//! constant time.
+//! Bearer tokens per role, configured as SHA-256 hashes (each with a name,
+//! `"<name>:<hash>"`, so the audit log can say whose token acted) and
+//! compared in constant time.
 
 use axum::http::header::AUTHORIZATION;
 use axum::http::HeaderMap;
@@ -38,36 +39,133 @@ pub enum TokenConfigError {
     NotAHash { role: String, index: usize },
     #[error("api.tokens: one hash is configured for both {0} and {1}")]
     SharedHash(&'static str, &'static str),
+    #[error(
+        "api.tokens.{role}: entry {index} names its token '{name}'; a name is 1 to 64 letters, \
+         digits, '.', '_' or '-'"
+    )]
+    BadName {
+        role: String,
+        index: usize,
+        name: String,
+    },
+    #[error("api.tokens: two tokens are named '{0}'; each needs its own name")]
+    SharedName(String),
+    #[error("no randomness for a token: {0}")]
+    NoRandomness(String),
+}
+
+/// A token made by [`TokenTable::new_token`].
+#[derive(Debug, Clone)]
+pub struct NewToken {
+    pub token: String,
+    pub hash: String,
+}
+
+/// Who is calling: the role, and the configured name of the token used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub role: Role,
+    pub token_name: String,
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    hash: [u8; 32],
+    role: Role,
+    name: String,
 }
 
 /// The configured token hashes.
 #[derive(Debug, Clone, Default)]
 pub struct TokenTable {
-    hashes: Vec<([u8; 32], Role)>,
+    entries: Vec<Entry>,
+}
+
+/// A token name as the audit log and the console show it.
+fn valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
 impl TokenTable {
+    /// Reads `api.tokens`: per role, entries `"<name>:<hash>"` or a bare
+    /// `"<hash>"`, which is named `<role>-<n>` after its place in the list.
     pub fn from_settings(api: &ApiSettings) -> Result<TokenTable, TokenConfigError> {
-        let mut hashes: Vec<([u8; 32], Role)> = Vec::new();
-        for (name, list) in &api.tokens {
+        let mut entries: Vec<Entry> = Vec::new();
+        for (role_name, list) in &api.tokens {
             let role = Role::ALL
                 .into_iter()
-                .find(|r| r.as_str() == name)
-                .ok_or_else(|| TokenConfigError::UnknownRole(name.clone()))?;
+                .find(|r| r.as_str() == role_name)
+                .ok_or_else(|| TokenConfigError::UnknownRole(role_name.clone()))?;
             for (index, text) in list.iter().enumerate() {
                 let not_hash = || TokenConfigError::NotAHash {
-                    role: name.clone(),
+                    role: role_name.clone(),
                     index,
                 };
-                let bytes = hex::decode(text.trim()).map_err(|_| not_hash())?;
-                let hash: [u8; 32] = bytes.try_into().map_err(|_| not_hash())?;
-                if let Some((_, other)) = hashes.iter().find(|(h, r)| *h == hash && *r != role) {
-                    return Err(TokenConfigError::SharedHash(other.as_str(), role.as_str()));
+                let (name, hash_text) = match text.trim().rsplit_once(':') {
+                    Some((name, hash)) => (name.trim().to_owned(), hash),
+                    None => (format!("{role_name}-{}", index + 1), text.trim()),
+                };
+                if !valid_name(&name) {
+                    return Err(TokenConfigError::BadName {
+                        role: role_name.clone(),
+                        index,
+                        name,
+                    });
                 }
-                hashes.push((hash, role));
+                let bytes = hex::decode(hash_text.trim()).map_err(|_| not_hash())?;
+                let hash: [u8; 32] = bytes.try_into().map_err(|_| not_hash())?;
+                if let Some(other) = entries.iter().find(|e| e.hash == hash && e.role != role) {
+                    return Err(TokenConfigError::SharedHash(
+                        other.role.as_str(),
+                        role.as_str(),
+                    ));
+                }
+                if entries.iter().any(|e| e.name == name) {
+                    return Err(TokenConfigError::SharedName(name));
+                }
+                entries.push(Entry { hash, role, name });
             }
         }
-        Ok(TokenTable { hashes })
+        Ok(TokenTable { entries })
+    }
+
+    /// The caller whose configured hash is `hash`, if it is still configured:
+    /// a console session re-checks its token on every request this way.
+    pub(crate) fn configured(&self, hash: &[u8; 32]) -> Option<Caller> {
+        let mut found = None;
+        for e in &self.entries {
+            if constant_time_eq(&e.hash, hash) {
+                found = Some(Caller {
+                    role: e.role,
+                    token_name: e.name.clone(),
+                });
+            }
+        }
+        found
+    }
+
+    /// A new token for `role` named `name`: 256 random bits, in hex after
+    /// `pw_` (so a leaked one is easy to search for), and its hash.
+    pub fn new_token(role: &str, name: &str) -> Result<NewToken, TokenConfigError> {
+        if !Role::ALL.iter().any(|r| r.as_str() == role) {
+            return Err(TokenConfigError::UnknownRole(role.to_owned()));
+        }
+        if !valid_name(name) {
+            return Err(TokenConfigError::BadName {
+                role: role.to_owned(),
+                index: 0,
+                name: name.to_owned(),
+            });
+        }
+        let mut bits = [0u8; 32];
+        getrandom::getrandom(&mut bits)
+            .map_err(|e| TokenConfigError::NoRandomness(e.to_string()))?;
+        let token = format!("pw_{}", hex::encode(bits));
+        let hash = TokenTable::hash_token(&token);
+        Ok(NewToken { token, hash })
     }
 
     /// The hex SHA-256 of a token, as the configuration holds it.
@@ -84,6 +182,16 @@ impl TokenTable {
         allowed: &[Role],
         route: &str,
     ) -> Result<Role, ApiError> {
+        self.caller(headers, allowed, route).map(|c| c.role)
+    }
+
+    /// As [`TokenTable::authorize`], with the token's name.
+    pub(crate) fn caller(
+        &self,
+        headers: &HeaderMap,
+        allowed: &[Role],
+        route: &str,
+    ) -> Result<Caller, ApiError> {
         let token = headers
             .get(AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
@@ -104,29 +212,30 @@ impl TokenTable {
         token: &str,
         allowed: &[Role],
         route: &str,
-    ) -> Result<Role, ApiError> {
+    ) -> Result<Caller, ApiError> {
         let presented: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        let mut role = None;
-        for (hash, r) in &self.hashes {
-            if constant_time_eq(hash, &presented) {
-                role = Some(*r);
-            }
-        }
-        let Some(role) = role else {
+        let Some(caller) = self.configured(&presented) else {
             // The token is never logged; its hash's first bytes would help
             // an attacker nothing and an operator little, so neither is.
             warn!(route, "refused: unknown token");
             return Err(ApiError::unauthorized());
         };
+        let role = caller.role;
         if !allowed.contains(&role) {
             warn!(
                 route,
                 role = role.as_str(),
+                token = caller.token_name,
                 "refused: role not allowed here"
             );
             return Err(ApiError::forbidden(role));
         }
-        Ok(role)
+        Ok(caller)
+    }
+
+    /// The SHA-256 of `token`, as [`TokenTable::configured`] takes it.
+    pub(crate) fn digest(token: &str) -> [u8; 32] {
+        Sha256::digest(token.as_bytes()).into()
     }
 }
 
@@ -153,6 +262,8 @@ mod tests {
             max_connections_per_client: 1,
             header_read_timeout_secs: 1,
             request_timeout_secs: 1,
+            behind_tls: false,
+            auth_failures_per_minute: 20,
             tokens: map,
         })
     }
@@ -189,6 +300,8 @@ mod tests {
             max_connections_per_client: 1,
             header_read_timeout_secs: 1,
             request_timeout_secs: 1,
+            behind_tls: false,
+            auth_failures_per_minute: 20,
             tokens: map,
         })
         .unwrap_err();
@@ -202,6 +315,8 @@ mod tests {
             max_connections_per_client: 1,
             header_read_timeout_secs: 1,
             request_timeout_secs: 1,
+            behind_tls: false,
+            auth_failures_per_minute: 20,
             tokens: map,
         })
         .unwrap_err();
@@ -211,5 +326,48 @@ mod tests {
         );
         let e = table(&[("operator", "same"), ("support", "same")]).unwrap_err();
         assert!(matches!(e, TokenConfigError::SharedHash(..)), "{e}");
+    }
+
+    #[test]
+    fn a_token_has_a_name_given_or_made_from_its_role() {
+        let mut map = BTreeMap::new();
+        map.insert(
+            "support".to_owned(),
+            vec![
+                TokenTable::hash_token("first"),
+                format!("help-desk-ana:{}", TokenTable::hash_token("second")),
+            ],
+        );
+        let api = |tokens| ApiSettings {
+            listen: String::new(),
+            max_body_bytes: 1,
+            max_connections: 1,
+            max_connections_per_client: 1,
+            header_read_timeout_secs: 1,
+            request_timeout_secs: 1,
+            behind_tls: false,
+            auth_failures_per_minute: 20,
+            tokens,
+        };
+        let t = TokenTable::from_settings(&api(map.clone())).unwrap();
+        let name = |token| {
+            t.caller(&bearer(token), &Role::ALL, "t")
+                .unwrap()
+                .token_name
+        };
+        assert_eq!(name("first"), "support-1");
+        assert_eq!(name("second"), "help-desk-ana");
+        map.insert(
+            "operator".to_owned(),
+            vec![format!("help-desk-ana:{}", TokenTable::hash_token("third"))],
+        );
+        let e = TokenTable::from_settings(&api(map.clone())).unwrap_err();
+        assert!(matches!(e, TokenConfigError::SharedName(_)), "{e}");
+        map.insert(
+            "operator".to_owned(),
+            vec![format!("ana smith:{}", TokenTable::hash_token("third"))],
+        );
+        let e = TokenTable::from_settings(&api(map)).unwrap_err();
+        assert!(e.to_string().contains("api.tokens.operator"), "{e}");
     }
 }

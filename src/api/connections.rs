@@ -19,7 +19,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::extract::Request;
+use axum::extract::{ConnectInfo, Request};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::serve::Listener;
@@ -73,7 +73,15 @@ pub(crate) async fn serve(
             drop(io);
             continue;
         };
-        let service = TowerToHyperService::new(app.clone());
+        // Each request knows its client's address, as axum's own
+        // `ConnectInfo` would give it: the failure throttle counts by it.
+        let service = TowerToHyperService::new(tower::ServiceExt::map_request(
+            app.clone(),
+            move |mut req: Request<hyper::body::Incoming>| {
+                req.extensions_mut().insert(ConnectInfo(addr));
+                req
+            },
+        ));
         let conn = builder.serve_connection(TokioIo::new(io), service);
         let conn = graceful.watch(conn);
         tokio::spawn(async move {

@@ -11,6 +11,7 @@ mod intent_view;
 mod operator;
 mod storefront;
 mod support;
+mod throttle;
 mod webhooks;
 
 use std::net::SocketAddr;
@@ -25,9 +26,10 @@ use tokio::net::TcpListener;
 use tokio::sync::Notify;
 use tracing::info;
 
-pub use auth::{Role, TokenConfigError, TokenTable};
+pub use auth::{Caller, Role, TokenConfigError, TokenTable};
 pub use error::ApiError;
 pub use intent_view::IntentView;
+pub use throttle::AUTH_FAILURES_PER_MINUTE;
 
 // What the operator console (crate::console) shares with the API, so a page
 // and an endpoint read, check and act through the same code.
@@ -53,16 +55,22 @@ pub struct ApiState {
     pub(crate) recheck: Arc<Notify>,
     /// `/readyz`'s last look at the database.
     pub(crate) readiness: Arc<health::Readiness>,
+    /// Failed token attempts per client address.
+    pub(crate) failures: Arc<throttle::FailureThrottle>,
 }
 
 impl ApiState {
     pub fn new(ctx: Context) -> Result<ApiState, TokenConfigError> {
         let tokens = Arc::new(TokenTable::from_settings(&ctx.settings.api)?);
+        let failures = Arc::new(throttle::FailureThrottle::new(
+            ctx.settings.api.auth_failures_per_minute,
+        ));
         Ok(ApiState {
             ctx: Arc::new(ctx),
             tokens,
             recheck: Arc::new(Notify::new()),
             readiness: Arc::default(),
+            failures,
         })
     }
 
@@ -106,6 +114,10 @@ pub fn router(state: ApiState) -> Router {
         .merge(crate::console::routes())
         .fallback(|| async { ApiError::not_found("no such endpoint; see /v1/openapi.json") })
         .layer(DefaultBodyLimit::max(limit))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            throttle::throttle,
+        ))
         .with_state(state)
 }
 

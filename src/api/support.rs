@@ -9,7 +9,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::auth::Role;
+use super::auth::{Caller, Role};
 use super::error::ApiError;
 use super::intent_view::IntentView;
 use super::storefront::{body, header_key, label, parse_id};
@@ -173,7 +173,8 @@ pub(crate) async fn case_json(s: &ApiState, id: i64, after: i64) -> Result<Value
         .iter()
         .map(|a| {
             json!({"id": a.id, "at_ms": a.at_ms, "role": a.role, "actor": a.actor,
-                         "action": a.action, "note": a.note, "detail": a.detail})
+                   "token_name": a.token_name, "action": a.action, "note": a.note,
+                   "detail": a.detail})
         })
         .collect();
     let refund = c.refund.as_ref().map(|r| {
@@ -262,7 +263,7 @@ async fn chain_fields(
 /// console, so both check the same and a key is honoured the same.
 pub(crate) async fn perform_action(
     s: &ApiState,
-    role: Role,
+    caller: &Caller,
     id: i64,
     key: &str,
     r: &ActionRequest,
@@ -287,8 +288,9 @@ pub(crate) async fn perform_action(
         .act(&CaseAction {
             intent_id: id,
             action,
-            role: role.as_str(),
+            role: caller.role.as_str(),
             actor: &actor,
+            token_name: &caller.token_name,
             note,
             key,
             destination: destination.as_deref(),
@@ -320,9 +322,7 @@ pub(crate) async fn act(
     Path(id): Path<String>,
     raw: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let role = s
-        .tokens
-        .authorize(&headers, &[Role::Support], "case_action")?;
+    let caller = s.tokens.caller(&headers, &[Role::Support], "case_action")?;
     let id = parse_id(&id)?;
     let f = body(
         raw,
@@ -346,7 +346,7 @@ pub(crate) async fn act(
         txid: f.text("txid")?,
         to_intent: f.text("to_intent")?,
     };
-    let (status, audit_id) = match perform_action(&s, role, id, key, &request).await? {
+    let (status, audit_id) = match perform_action(&s, &caller, id, key, &request).await? {
         Acted::Done(audit_id) => (StatusCode::CREATED, audit_id),
         Acted::Replayed(audit_id) => (StatusCode::OK, audit_id),
     };

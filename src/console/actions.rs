@@ -79,7 +79,8 @@ pub(crate) async fn act(
     body: Result<Form<ActionForm>, FormRejection>,
 ) -> Result<Response, Response> {
     csrf::same_origin(&headers, "console_case_action")?;
-    let role = session::require(&s, &headers, &[Role::Support], "console_case_action")?;
+    let caller = session::require(&s, &headers, &[Role::Support], "console_case_action").await?;
+    let role = caller.role;
     let page_error = |e: ApiError| html::error_page(&e, Some(role));
     let id = parse_id(&id).map_err(page_error)?;
     let Form(form) = body.map_err(|e| {
@@ -96,7 +97,7 @@ pub(crate) async fn act(
                 "the form has no valid idempotency key; reload the case and try again",
             ))
         })?;
-    match perform_action(&s, role, id, key, &form.request()).await {
+    match perform_action(&s, &caller, id, key, &form.request()).await {
         Ok(Acted::Done(audit)) => Ok(see_other(
             &format!("/console/cases/{id}?done={audit}"),
             None,

@@ -42,7 +42,9 @@ pub(crate) async fn page(
     Path(id): Path<String>,
     outcome: Result<Query<Outcome>, QueryRejection>,
 ) -> Result<Response, Response> {
-    let role = session::require(&s, &headers, VIEWERS, "console_case")?;
+    let role = session::require(&s, &headers, VIEWERS, "console_case")
+        .await?
+        .role;
     let page_error = |e: ApiError| html::error_page(&e, Some(role));
     let id = parse_id(&id).map_err(page_error)?;
     let after = outcome

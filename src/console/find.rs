@@ -17,7 +17,9 @@ pub(crate) async fn page(
     headers: HeaderMap,
     query: Result<Query<Search>, QueryRejection>,
 ) -> Result<Response, Response> {
-    let role = session::require(&s, &headers, VIEWERS, "console_find")?;
+    let role = session::require(&s, &headers, VIEWERS, "console_find")
+        .await?
+        .role;
     let q = query.map(|Query(q)| q).unwrap_or_default();
     let mut h = Html::new();
     let asked = [&q.reference, &q.account, &q.address, &q.txid]

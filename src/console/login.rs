@@ -10,6 +10,7 @@ use serde::Deserialize;
 use super::csrf;
 use super::html::{self, Html};
 use super::session::{see_other, sign_in, sign_out, VIEWERS};
+use crate::api::Caller;
 use crate::api::{ApiError, ApiState};
 
 fn form(status: StatusCode, error: Option<&ApiError>) -> Response {
@@ -56,7 +57,7 @@ pub(crate) async fn submit(
         ));
     };
     match s.tokens.authorize_token(&token, VIEWERS, "console_login") {
-        Ok(_) => Ok(see_other("/console/queue", Some(sign_in(&token)))),
+        Ok(caller) => started(&s, &token, &caller).await,
         Err(e) if e.status == StatusCode::UNAUTHORIZED => Err(form(
             e.status,
             Some(&ApiError::new(
@@ -69,7 +70,20 @@ pub(crate) async fn submit(
     }
 }
 
-pub(crate) async fn logout(headers: HeaderMap) -> Result<Response, Response> {
+async fn started(s: &ApiState, token: &str, caller: &Caller) -> Result<Response, Response> {
+    match sign_in(s, token, caller).await {
+        Ok(cookie) => Ok(see_other("/console/queue", Some(cookie))),
+        Err(e) => Err(form(e.status, Some(&e))),
+    }
+}
+
+pub(crate) async fn logout(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+) -> Result<Response, Response> {
     csrf::same_origin(&headers, "console_logout")?;
-    Ok(see_other("/console/login", Some(sign_out())))
+    Ok(see_other(
+        "/console/login",
+        Some(sign_out(&s, &headers).await),
+    ))
 }

@@ -18,7 +18,9 @@ pub(crate) async fn page(
     State(s): State<ApiState>,
     headers: HeaderMap,
 ) -> Result<Response, Response> {
-    let role = session::require(&s, &headers, VIEWERS, "console_queue")?;
+    let role = session::require(&s, &headers, VIEWERS, "console_queue")
+        .await?
+        .role;
     let items = queue_items(&s, SHOWN)
         .await
         .map_err(|e| html::error_page(&e, Some(role)))?;

@@ -4,7 +4,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use super::html;
-use super::session::{see_other, sign_out, VIEWERS};
+use super::session::{clear_both, see_other, VIEWERS};
 use crate::api::{ApiError, Role};
 
 /// Small on purpose: it is the error side of every page's first checks.
@@ -17,12 +17,28 @@ pub(crate) enum Refusal {
     Role(Role),
     /// A POST another site's page sent.
     CrossSite,
+    /// The session could not be read (the database is down).
+    Unavailable,
 }
 
 impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
         match self {
-            Refusal::SignIn { stale } => see_other("/console/login", stale.then(sign_out)),
+            Refusal::SignIn { stale } => {
+                let mut r = see_other("/console/login", None);
+                if stale {
+                    clear_both(&mut r);
+                }
+                r
+            }
+            Refusal::Unavailable => html::error_page(
+                &ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "unavailable",
+                    "the console cannot read its sessions now (is the database down?); try again",
+                ),
+                None,
+            ),
             // Signed in, so say what is refused rather than send it to a
             // login it already passed; a storefront token gets no navigation.
             Refusal::Role(role) => html::error_page(

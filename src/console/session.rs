@@ -1,27 +1,28 @@
-//! The console's session: the token pasted at login, kept in a cookie and
-//! checked again on every request through the API's own [`TokenTable`], in
-//! constant time. Nothing is stored server-side, so a token removed from the
-//! configuration ends its sessions at the next restart, and there is no
-//! session table to leak.
+//! The console's session. Signing in with an operator or support token
+//! starts a session kept in the database; the browser holds only its
+//! random 256-bit id, and the database only that id's SHA-256. Each request
+//! finds the session, checks it has not ended or expired (8 hours, a
+//! shift), and checks that the token it was started with is still
+//! configured for the same role, so removing a token from the
+//! configuration ends its sessions at once, on every instance. Logout ends
+//! the session on the server: a copy of the cookie is worth nothing after.
 //!
-//! The cookie is `HttpOnly` (no script reads it), `SameSite=Strict` (no
-//! other site's page sends it) and scoped to `/console` (the /v1 API never
-//! sees it: the API takes bearer tokens only). The token is hex-encoded so
-//! any token, whatever its characters, is a valid cookie value. It is not
-//! marked `Secure`, because paywatch serves plain HTTP on loopback or behind
-//! a TLS proxy; browsers keep it to the origin it came from either way.
-//!
-//! [`TokenTable`]: crate::api::TokenTable
+//! The cookie is `HttpOnly` (no script reads it) and `SameSite=Strict` (no
+//! other site's page sends it). Served over plain HTTP it is scoped to
+//! `/console`; with `api.behind_tls` it is `__Host-paywatch_session`:
+//! `Secure`, for this host only, path `/` (the prefix requires it; the /v1
+//! API ignores cookies and takes bearer tokens only).
 
 use axum::http::header::{COOKIE, LOCATION, SET_COOKIE};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use tracing::warn;
+use tracing::{error, warn};
 
 use super::refusal::Refusal;
-use crate::api::{ApiState, Role};
+use crate::api::{ApiError, ApiState, Caller, Role, TokenTable};
 
-const NAME: &str = "paywatch_console";
+const PLAIN_NAME: &str = "paywatch_session";
+const TLS_NAME: &str = "__Host-paywatch_session";
 
 /// A shift: a forgotten browser does not stay signed in for days.
 const MAX_AGE_SECS: u32 = 8 * 3600;
@@ -29,35 +30,95 @@ const MAX_AGE_SECS: u32 = 8 * 3600;
 /// Who may look at the console's pages; only support may act.
 pub(crate) const VIEWERS: &[Role] = &[Role::Operator, Role::Support];
 
-/// The token in the request's console cookie.
-fn cookie_token(headers: &HeaderMap) -> Option<String> {
+/// The session id in the request's console cookie, under either name.
+fn cookie_session(headers: &HeaderMap) -> Option<String> {
     headers
         .get_all(COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == NAME)
-        .and_then(|(_, value)| hex::decode(value).ok())
-        .and_then(|bytes| String::from_utf8(bytes).ok())
-        .filter(|t| !t.is_empty())
+        .find(|(name, _)| *name == PLAIN_NAME || *name == TLS_NAME)
+        .map(|(_, value)| value.to_owned())
+        .filter(|v| v.len() == 64 && v.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
-/// The `Set-Cookie` value that signs a browser in with `token`.
-pub(crate) fn sign_in(token: &str) -> HeaderValue {
-    let value = format!(
-        "{NAME}={}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={MAX_AGE_SECS}",
-        hex::encode(token)
-    );
+fn id_hash(session: &str) -> String {
+    hex::encode(TokenTable::digest(session))
+}
+
+fn cookie(s: &ApiState, value: &str, max_age: u32) -> HeaderValue {
+    let text = if s.ctx.settings.api.behind_tls {
+        format!("{TLS_NAME}={value}; Path=/; Secure; HttpOnly; SameSite=Strict; Max-Age={max_age}")
+    } else {
+        format!("{PLAIN_NAME}={value}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={max_age}")
+    };
     // Hex and fixed text only: always a valid header value.
-    HeaderValue::from_str(&value).unwrap_or_else(|_| HeaderValue::from_static(""))
+    HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
-/// The `Set-Cookie` value that signs a browser out.
-pub(crate) fn sign_out() -> HeaderValue {
-    HeaderValue::from_static(
-        "paywatch_console=; Path=/console; HttpOnly; SameSite=Strict; Max-Age=0",
-    )
+/// Starts a session for `token` (already authorized as `caller`); the
+/// `Set-Cookie` value that carries it.
+pub(crate) async fn sign_in(
+    s: &ApiState,
+    token: &str,
+    caller: &Caller,
+) -> Result<HeaderValue, ApiError> {
+    let mut id = [0u8; 32];
+    getrandom::getrandom(&mut id).map_err(|e| {
+        error!(error = %e, "no randomness for a console session");
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "a session could not be started; try again",
+        )
+    })?;
+    let session = hex::encode(id);
+    let now = s.ctx.clock.now_ms();
+    s.ctx
+        .store
+        .start_console_session(
+            &id_hash(&session),
+            caller.role.as_str(),
+            &hex::encode(TokenTable::digest(token)),
+            now,
+            now + i64::from(MAX_AGE_SECS) * 1000,
+        )
+        .await?;
+    Ok(cookie(s, &session, MAX_AGE_SECS))
+}
+
+/// Ends the request's session, if any; the `Set-Cookie` value that clears it.
+pub(crate) async fn sign_out(s: &ApiState, headers: &HeaderMap) -> HeaderValue {
+    if let Some(session) = cookie_session(headers) {
+        if let Err(e) = s
+            .ctx
+            .store
+            .end_console_session(&id_hash(&session), s.ctx.clock.now_ms())
+            .await
+        {
+            // The browser forgets it either way; the session still expires.
+            warn!(error = %e, "a console session could not be ended in the database");
+        }
+    }
+    cleared(s)
+}
+
+/// The `Set-Cookie` value that clears the cookie.
+pub(crate) fn cleared(s: &ApiState) -> HeaderValue {
+    cookie(s, "", 0)
+}
+
+/// Clears the cookie under both names, for answers given before the
+/// settings are at hand (a browser ignores the `Secure` one over HTTP).
+pub(crate) fn clear_both(r: &mut Response) {
+    for v in [
+        "paywatch_session=; Path=/console; HttpOnly; SameSite=Strict; Max-Age=0",
+        "__Host-paywatch_session=; Path=/; Secure; HttpOnly; SameSite=Strict; Max-Age=0",
+    ] {
+        r.headers_mut()
+            .append(SET_COOKIE, HeaderValue::from_static(v));
+    }
 }
 
 /// 303 to `location`, setting `cookie` if given.
@@ -72,29 +133,45 @@ pub(crate) fn see_other(location: &str, cookie: Option<HeaderValue>) -> Response
     r
 }
 
-/// The signed-in role if it is one of `allowed`; otherwise why not: no
-/// token or one no longer configured (to the login page), or a role not
-/// allowed here.
-pub(crate) fn require(
+/// The signed-in caller if its role is one of `allowed`; otherwise why
+/// not: no session, or one ended, expired or whose token is no longer
+/// configured (to the login page), or a role not allowed here.
+pub(crate) async fn require(
     s: &ApiState,
     headers: &HeaderMap,
     allowed: &[Role],
     route: &str,
-) -> Result<Role, Refusal> {
-    let token = cookie_token(headers).ok_or(Refusal::SignIn { stale: false })?;
-    let role = s
+) -> Result<Caller, Refusal> {
+    let session = cookie_session(headers).ok_or(Refusal::SignIn { stale: false })?;
+    let stale = Refusal::SignIn { stale: true };
+    let found = s
+        .ctx
+        .store
+        .console_session(&id_hash(&session), s.ctx.clock.now_ms())
+        .await
+        .map_err(|e| {
+            warn!(route, error = %e, "console session could not be read");
+            Refusal::Unavailable
+        })?
+        .ok_or(stale)?;
+    let hash: [u8; 32] = hex::decode(&found.token_hash)
+        .ok()
+        .and_then(|b| b.try_into().ok())
+        .ok_or(stale)?;
+    let caller = s
         .tokens
-        .authorize_token(&token, &Role::ALL, route)
-        .map_err(|_| Refusal::SignIn { stale: true })?;
-    if !allowed.contains(&role) {
+        .configured(&hash)
+        .filter(|c| c.role.as_str() == found.role)
+        .ok_or(stale)?;
+    if !allowed.contains(&caller.role) {
         warn!(
             route,
-            role = role.as_str(),
+            role = caller.role.as_str(),
             "refused: role not allowed here"
         );
-        return Err(Refusal::Role(role));
+        return Err(Refusal::Role(caller.role));
     }
-    Ok(role)
+    Ok(caller)
 }
 
 #[cfg(test)]
@@ -102,22 +179,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_cookie_carries_any_token_and_only_its_own() {
-        let token = "tok;en =\"with\" odd chars é";
-        let set = sign_in(token);
-        let set = set.to_str().unwrap();
-        assert!(set.contains("HttpOnly") && set.contains("SameSite=Strict"));
-        assert!(set.contains("Path=/console"));
-        let pair = set.split(';').next().unwrap();
+    fn only_a_well_formed_session_id_is_read_from_either_cookie() {
+        let id = "ab".repeat(32);
+        for name in [PLAIN_NAME, TLS_NAME] {
+            let mut h = HeaderMap::new();
+            h.insert(
+                COOKIE,
+                HeaderValue::from_str(&format!("other=1; {name}={id}; x=y")).unwrap(),
+            );
+            assert_eq!(cookie_session(&h).as_deref(), Some(id.as_str()));
+        }
         let mut h = HeaderMap::new();
-        h.insert(
-            COOKIE,
-            HeaderValue::from_str(&format!("other=1; {pair}; x=y")).unwrap(),
-        );
-        assert_eq!(cookie_token(&h).as_deref(), Some(token));
-        let mut h = HeaderMap::new();
-        h.insert(COOKIE, HeaderValue::from_static("paywatch_console=zz"));
-        assert_eq!(cookie_token(&h), None);
-        assert_eq!(cookie_token(&HeaderMap::new()), None);
+        h.insert(COOKIE, HeaderValue::from_static("paywatch_session=zz"));
+        assert_eq!(cookie_session(&h), None);
+        assert_eq!(cookie_session(&HeaderMap::new()), None);
     }
 }

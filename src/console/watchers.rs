@@ -13,7 +13,9 @@ pub(crate) async fn page(
     State(s): State<ApiState>,
     headers: HeaderMap,
 ) -> Result<Response, Response> {
-    let role = session::require(&s, &headers, VIEWERS, "console_watchers")?;
+    let role = session::require(&s, &headers, VIEWERS, "console_watchers")
+        .await?
+        .role;
     let watchers = watcher_health(&s)
         .await
         .map_err(|e| html::error_page(&e, Some(role)))?;

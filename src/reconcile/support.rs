@@ -35,6 +35,9 @@ pub struct CaseAction<'a> {
     pub action: Action,
     pub role: &'a str,
     pub actor: &'a str,
+    /// The configured name of the token that asked: the actor is what the
+    /// caller says it is, the token is who it provably was.
+    pub token_name: &'a str,
     pub note: &'a str,
     pub key: &'a str,
     pub destination: Option<&'a str>,
@@ -154,6 +157,7 @@ impl Reconciler {
                 &NewAudit {
                     role: a.role,
                     actor: a.actor,
+                    token_name: a.token_name,
                     action: a.action.as_str(),
                     intent_id: intent.id,
                     note: a.note,

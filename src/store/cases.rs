@@ -18,6 +18,9 @@ pub struct AuditEntry {
     pub intent_id: i64,
     pub note: String,
     pub detail: Option<String>,
+    /// The configured name of the token that acted; None for entries
+    /// written before tokens had names.
+    pub token_name: Option<String>,
 }
 
 /// A refund owed or sent.
@@ -32,7 +35,7 @@ pub struct RefundRecord {
 impl Store {
     pub async fn audit_entries(&self, intent_id: i64) -> Result<Vec<AuditEntry>, StoreError> {
         let rows = sqlx::query(
-            "SELECT id, at, role, actor, action, intent_id, note, detail FROM audit_log \
+            "SELECT id, at, role, actor, action, intent_id, note, detail, token_name FROM audit_log \
              WHERE intent_id = $1 ORDER BY id",
         )
         .bind(intent_id)
@@ -49,6 +52,7 @@ impl Store {
                     intent_id: r.try_get("intent_id")?,
                     note: r.try_get("note")?,
                     detail: r.try_get("detail")?,
+                    token_name: r.try_get("token_name")?,
                 })
             })
             .collect()

@@ -27,6 +27,7 @@ pub(crate) struct EarlierAction {
 pub(crate) struct NewAudit<'a> {
     pub role: &'a str,
     pub actor: &'a str,
+    pub token_name: &'a str,
     pub action: &'a str,
     pub intent_id: i64,
     pub note: &'a str,
@@ -96,8 +97,8 @@ impl Store {
         now_ms: i64,
     ) -> Result<i64, StoreError> {
         Ok(sqlx::query(
-            "INSERT INTO audit_log (at, role, actor, action, intent_id, note, detail, action_key) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
+            "INSERT INTO audit_log (at, role, actor, action, intent_id, note, detail, action_key, \
+             token_name) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
         )
         .bind(now_ms)
         .bind(a.role)
@@ -107,6 +108,7 @@ impl Store {
         .bind(a.note)
         .bind(a.detail)
         .bind(a.key)
+        .bind(a.token_name)
         .fetch_one(&mut **tx)
         .await?
         .try_get("id")?)

@@ -66,6 +66,11 @@ const POSTGRES: Embedded = &[
         "money path",
         include_str!("../../migrations/postgres/0011_money_path.sql"),
     ),
+    (
+        12,
+        "sessions and token names",
+        include_str!("../../migrations/postgres/0012_sessions_and_token_names.sql"),
+    ),
 ];
 const SQLITE: Embedded = &[
     (
@@ -122,6 +127,11 @@ const SQLITE: Embedded = &[
         11,
         "money path",
         include_str!("../../migrations/sqlite/0011_money_path.sql"),
+    ),
+    (
+        12,
+        "sessions and token names",
+        include_str!("../../migrations/sqlite/0012_sessions_and_token_names.sql"),
     ),
 ];
 

@@ -20,6 +20,7 @@ mod migrations;
 mod queue;
 mod rescan;
 mod run_lock;
+mod sessions;
 mod settlements;
 mod transfers;
 mod unconfirmed;
