@@ -1052,3 +1052,363 @@ source = "devchain"
     }
     assert!(third.terminate(Duration::from_secs(10)).success());
 }
+
+// ---------------------------------------------------------------------------
+// Secrets (issue 18, case 5): a secret planted in every configured URL and
+// header never leaves the configuration.
+
+/// What every planted secret contains, so one search finds any of them.
+const PLANTED: &str = "pLaNtEd7Secret";
+
+/// A rate source that answers once, then fails: the first answer prices
+/// intents, every refresh after it goes down an error path.
+fn flaky_rate_server() -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for (n, conn) in listener.incoming().enumerate() {
+            let Ok(mut conn) = conn else { continue };
+            let mut buf = [0u8; 4096];
+            let _ = conn.read(&mut buf);
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs();
+            let (status, body) = if n == 0 {
+                (
+                    "200 OK",
+                    format!(r#"{{"timestamp": {now}, "rates": {{"BTC": "50000"}}}}"#),
+                )
+            } else {
+                ("500 Internal Server Error", "upstream down".to_owned())
+            };
+            let _ = write!(
+                conn,
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+/// The configuration of the planted-secret session: every URL and header
+/// that can hold a credential holds [`PLANTED`], and every node is dead.
+fn planted_config(url: &str, api: u16, metrics: u16, rates: u16) -> String {
+    let hash = |role: &str| paywatch::api::TokenTable::hash_token(&planted_token(role));
+    format!(
+        r#"
+[database]
+url = "{url}"
+
+[api]
+listen = "127.0.0.1:{api}"
+[api.tokens]
+storefront = ["shop:{shop}"]
+operator = ["ops:{ops}"]
+support = ["help:{help}"]
+
+[metrics]
+listen = "127.0.0.1:{metrics}"
+
+[webhooks]
+url = "http://hook:{PLANTED}@127.0.0.1:9/hooks/{PLANTED}?token={PLANTED}"
+allow_http_to_loopback = true
+secret = "{PLANTED}-webhook-secret"
+timeout_secs = 1
+base_backoff_ms = 50
+max_backoff_secs = 1
+
+[intents]
+expiry_secs = 2
+
+[rates]
+source = "http"
+[rates.http]
+url = "http://user:{PLANTED}@127.0.0.1:{rates}/rates/{PLANTED}?apikey={PLANTED}"
+max_age_secs = 600
+refresh_secs = 1
+
+[networks.bitcoin]
+enabled = true
+source = "node"
+chain = "regtest"
+poll_interval_ms = 200
+[networks.bitcoin.rpc]
+url = "http://127.0.0.1:9/wallet/{PLANTED}"
+user = "rpcuser"
+password = "{PLANTED}"
+timeout_secs = 1
+
+[networks.litecoin]
+enabled = true
+source = "electrum"
+chain = "regtest"
+[networks.litecoin.electrum]
+url = "tcp://127.0.0.1:9"
+
+[networks.ethereum]
+enabled = true
+source = "node"
+chain_id = 1
+[networks.ethereum.rpc]
+url = "http://127.0.0.1:9/v3/{PLANTED}"
+timeout_secs = 1
+
+[networks.tron]
+enabled = true
+source = "node"
+[networks.tron.rpc]
+url = "http://127.0.0.1:9"
+solidity_url = "http://127.0.0.1:9"
+timeout_secs = 1
+[networks.tron.rpc.metadata]
+TRON-PRO-API-KEY = "{PLANTED}"
+
+[networks.solana]
+enabled = true
+source = "node"
+[networks.solana.rpc]
+url = "http://127.0.0.1:9/?api-key={PLANTED}"
+timeout_secs = 1
+"#,
+        shop = hash("storefront"),
+        ops = hash("operator"),
+        help = hash("support"),
+    )
+}
+
+fn planted_token(role: &str) -> String {
+    format!("{role}-{PLANTED}-0123456789abcdef0123456789")
+}
+
+/// Every answer of the session: the API by each role, refused tokens, the
+/// console's pages, readiness and metrics, after the intent has expired (a
+/// webhook to a dead receiver), the rate refreshes failed and every watcher
+/// failed against its dead node.
+async fn planted_session(base: &str, metrics: u16, daemon: &Daemon) -> Vec<(String, String)> {
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while http.get(format!("{base}/healthz")).send().await.is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the API never answered\n{}",
+            daemon.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut out: Vec<(String, String)> = Vec::new();
+    let get = |url: String, bearer: Option<String>| {
+        let mut req = http.get(url);
+        if let Some(t) = bearer {
+            req = req.bearer_auth(t);
+        }
+        async move {
+            let r = req.send().await.unwrap();
+            let headers = format!("{:?}", r.headers());
+            format!("{} {headers} {}", r.status(), r.text().await.unwrap())
+        }
+    };
+    let create = |network: &str, asset: &str, key: &str| {
+        http.post(format!("{base}/v1/intents"))
+            .bearer_auth(planted_token("storefront"))
+            .header("Idempotency-Key", key)
+            .json(
+                &serde_json::json!({"kind": "order", "reference": key, "account": "a",
+                "asset": asset, "network": network, "usd_amount": "100"}),
+            )
+            .send()
+    };
+    // An intent priced by the rate source's one good answer...
+    let id = loop {
+        let r = create("bitcoin", "BTC", "secret-1").await.unwrap();
+        let status = r.status();
+        let text = r.text().await.unwrap();
+        out.push(("create".into(), text.clone()));
+        if status.is_success() {
+            break serde_json::from_str::<serde_json::Value>(&text).unwrap()["id"].clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no intent: {status} {text}\n{}",
+            daemon.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    // ...and one on a network with no addresses (503).
+    let r = create("ethereum", "ETH", "secret-2").await.unwrap();
+    out.push(("create without addresses".into(), r.text().await.unwrap()));
+    let guess = format!("{PLANTED}-guess");
+    out.push((
+        "wrong token".into(),
+        get(format!("{base}/v1/watchers"), Some(guess.clone())).await,
+    ));
+    let r = http
+        .post(format!("{base}/console/login"))
+        .header("origin", base)
+        .form(&[("token", guess)])
+        .send()
+        .await
+        .unwrap();
+    out.push(("console refused".into(), r.text().await.unwrap()));
+
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Quoting now finds the cached rate due a refresh, which the rate
+    // source refuses from here on.
+    let r = create("bitcoin", "BTC", "secret-3").await.unwrap();
+    out.push((
+        "create after the rate source failed".into(),
+        r.text().await.unwrap(),
+    ));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for path in [
+        "/v1/watchers".to_owned(),
+        format!("/v1/intents/{id}"),
+        format!("/v1/cases/{id}"),
+        "/v1/review-queue".into(),
+        "/v1/webhooks/deliveries?state=failing".into(),
+        "/v1/webhooks/deliveries?state=pending".into(),
+    ] {
+        let answer = get(format!("{base}{path}"), Some(planted_token("operator"))).await;
+        out.push((path, answer));
+    }
+    out.push(("readyz".into(), get(format!("{base}/readyz"), None).await));
+    out.push((
+        "metrics".into(),
+        get(format!("http://127.0.0.1:{metrics}/metrics"), None).await,
+    ));
+    let r = http
+        .post(format!("{base}/console/login"))
+        .header("origin", base)
+        .form(&[("token", planted_token("support"))])
+        .send()
+        .await
+        .unwrap();
+    out.push(("console sign-in".into(), format!("{:?}", r.headers())));
+    let cookie = r.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    for path in [
+        "/console/watchers".to_owned(),
+        "/console/queue".into(),
+        format!("/console/cases/{id}"),
+    ] {
+        let r = http
+            .get(format!("{base}{path}"))
+            .header("cookie", &cookie)
+            .send()
+            .await
+            .unwrap();
+        out.push((path, r.text().await.unwrap()));
+    }
+    out
+}
+
+#[test]
+fn a_planted_secret_never_leaves_the_configuration() {
+    let dir = tempfile::tempdir().unwrap();
+    // The database's password, in its URL (the test server trusts
+    // loopback, so any password connects).
+    let url = fresh_postgres_database().replacen("postgres@", &format!("postgres:{PLANTED}db@"), 1);
+    assert!(
+        url.contains(PLANTED),
+        "the test server's URL is postgres://postgres@…: {url}"
+    );
+    let (api, metrics) = (free_port(), free_port());
+    let config = write(
+        &dir.path().join("paywatch.toml"),
+        &planted_config(&url, api, metrics, flaky_rate_server()),
+    );
+    let c = config.as_path();
+    let pool = write(&dir.path().join("btc.txt"), &BTC_POOL.join("\n"));
+    let mut seen: Vec<(String, String)> = Vec::new();
+    let import = run(
+        c,
+        &[
+            "addresses",
+            "import",
+            "--network",
+            "bitcoin",
+            "--file",
+            pool.to_str().unwrap(),
+        ],
+    );
+    seen.push((
+        "addresses import".into(),
+        format!("{}{}", import.stdout, import.stderr),
+    ));
+    let daemon = Daemon::start(c, dir.path().join("daemon.log"));
+    let base = format!("http://127.0.0.1:{api}");
+    seen.extend(runtime().block_on(planted_session(&base, metrics, &daemon)));
+    let status = run(c, &["status"]);
+    seen.push((
+        "paywatch status".into(),
+        format!("{}{}", status.stdout, status.stderr),
+    ));
+    let dump = Command::new("pg_dump")
+        .args([
+            "--data-only",
+            &url.replacen(&format!(":{PLANTED}db"), "", 1),
+        ])
+        .output()
+        .expect("pg_dump runs (it comes with PostgreSQL)");
+    assert!(
+        dump.status.success(),
+        "pg_dump: {}",
+        String::from_utf8_lossy(&dump.stderr)
+    );
+    let dump = String::from_utf8_lossy(&dump.stdout).into_owned();
+    let exit = daemon.terminate(Duration::from_secs(15));
+    assert!(exit.success(), "paywatch run exit: {exit:?}");
+    let log = fs::read_to_string(dir.path().join("daemon.log")).unwrap();
+
+    // The session did go down each error path a secret travels with.
+    let mut paths = vec![
+        ("a failed rate refresh", "rate refresh failed".to_owned()),
+        (
+            "a failed webhook delivery",
+            "webhook not delivered".to_owned(),
+        ),
+    ];
+    for network in ["bitcoin", "litecoin", "ethereum", "tron", "solana"] {
+        paths.push((
+            network,
+            format!("watcher{{network={network}}}: paywatch::watcher: watcher degraded"),
+        ));
+    }
+    for (what, needle) in paths {
+        assert!(
+            log.contains(&needle),
+            "the session never produced {what}\n{log}"
+        );
+    }
+    seen.push(("the daemon's log".into(), log));
+    seen.push(("the database".into(), dump));
+    let leaks: Vec<String> = seen
+        .iter()
+        .filter(|(_, text)| text.contains(PLANTED) || text.contains(&hex::encode(PLANTED)))
+        .map(|(what, text)| {
+            let at = text.find(PLANTED).unwrap_or(0);
+            let start = text[..at]
+                .char_indices()
+                .rev()
+                .nth(120)
+                .map_or(0, |(i, _)| i);
+            let end = text.ceil_char_boundary((at + 80).min(text.len()));
+            format!("{what}: …{}…", &text[start..end])
+        })
+        .collect();
+    assert!(
+        leaks.is_empty(),
+        "the planted secret leaked:\n{}",
+        leaks.join("\n\n")
+    );
+}

@@ -159,7 +159,7 @@ impl HttpJsonRates {
             .unwrap_or_else(|_| reqwest::Client::new());
         HttpJsonRates {
             inner: Arc::new(HttpInner {
-                shown: shown_origin(&url),
+                shown: paywatch_core::shown_url(&url),
                 url,
                 max_age_secs,
                 refresh_after_secs,
@@ -367,18 +367,6 @@ impl RateBook {
             });
         }
         self.source.usd_rate(asset).await
-    }
-}
-
-/// `scheme://host[:port]` of `url`, without credentials, path or query.
-fn shown_origin(url: &str) -> String {
-    match url.split_once("://") {
-        Some((scheme, rest)) => {
-            let host = rest.split(['/', '?', '#']).next().unwrap_or(rest);
-            let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
-            format!("{scheme}://{host}")
-        }
-        None => url.split(['/', '?', '#']).next().unwrap_or(url).to_owned(),
     }
 }
 

@@ -256,15 +256,7 @@ fn names_a_size_limit(message: &str) -> bool {
 
 /// scheme://host:port of a URL, without path, query or credentials.
 pub(crate) fn shown_host(url: &str) -> String {
-    match url.parse::<reqwest_alloy::Url>() {
-        Ok(u) => format!(
-            "{}://{}{}",
-            u.scheme(),
-            u.host_str().unwrap_or("?"),
-            u.port().map(|p| format!(":{p}")).unwrap_or_default()
-        ),
-        Err(_) => "(unparsable URL)".into(),
-    }
+    paywatch_core::shown_url(url)
 }
 
 #[cfg(test)]

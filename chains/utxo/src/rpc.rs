@@ -174,7 +174,7 @@ impl NodeRpc {
                 .await
                 .map_err(|e| RpcError::Unreachable {
                     url: self.url(),
-                    why: error_chain(&e),
+                    why: error_chain(&e.without_url()),
                 })?;
             let status = resp.status();
             if status == reqwest::StatusCode::UNAUTHORIZED {
@@ -185,7 +185,7 @@ impl NodeRpc {
             }
             let bytes = resp.bytes().await.map_err(|e| RpcError::Unreachable {
                 url: self.url(),
-                why: error_chain(&e),
+                why: error_chain(&e.without_url()),
             })?;
             // Bitcoin Core answers errors with HTTP 500 and a JSON body.
             if !(status.is_success() || status.as_u16() == 500 || status.as_u16() == 404) {
@@ -247,10 +247,8 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-/// A URL fit for logs: no password.
+/// A URL fit for logs: scheme, host and port; a wallet path or a password
+/// in it stays out.
 fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => format!("{}***@{}", &url[..s + 3], &url[at + 1..]),
-        _ => url.to_owned(),
-    }
+    paywatch_core::shown_url(url)
 }
