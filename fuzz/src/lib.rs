@@ -20,9 +20,12 @@ pub use solana::solana_block;
 pub use tron::tron_block;
 pub use utxo::utxo_block;
 
+/// A target: the payments found in an input, `None` when it was refused.
+pub type Target = fn(&[u8]) -> Option<usize>;
+
 /// Every target by the name of its binary and its folders under `seeds/`
 /// and `regressions/`.
-pub const TARGETS: [(&str, fn(&[u8]) -> Option<usize>); 4] = [
+pub const TARGETS: [(&str, Target); 4] = [
     ("utxo_block", utxo_block),
     ("evm_answers", evm_answers),
     ("tron_block", tron_block),

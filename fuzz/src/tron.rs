@@ -34,9 +34,7 @@ fn setup() -> &'static Setup {
 }
 
 pub fn tron_block(data: &[u8]) -> Option<usize> {
-    let Some((len, rest)) = data.split_first_chunk::<4>() else {
-        return None;
-    };
+    let (len, rest) = data.split_first_chunk::<4>()?;
     let len = usize::try_from(u32::from_le_bytes(*len)).map_or(rest.len(), |n| n.min(rest.len()));
     let (block, infos) = rest.split_at(len);
     let s = setup();

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use paywatch_fuzz::{utxo_block, TARGETS};
+use paywatch_fuzz::{utxo_block, Target, TARGETS};
 
 /// Far above what any of these inputs takes, even unoptimised: past it, the
 /// input is a hang.
@@ -25,8 +25,6 @@ fn files(dir: &Path) -> Vec<PathBuf> {
     files.sort();
     files
 }
-
-type Target = fn(&[u8]) -> Option<usize>;
 
 fn run(target: Target, file: &Path) -> Option<usize> {
     let data = std::fs::read(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
