@@ -229,6 +229,8 @@ impl EvmSource {
     }
 }
 
+/// A fetched block as the watcher gets it. Free of the source, so the
+/// fuzz entry (`fuzzing.rs`) runs the very same steps.
 pub(crate) fn translate(
     f: &Fetched,
     tokens: &Tokens,

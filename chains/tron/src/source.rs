@@ -210,6 +210,8 @@ impl TronSource {
     }
 }
 
+/// A fetched block as the watcher gets it. Free of the source, so the
+/// fuzz entry (`fuzzing.rs`) runs the very same steps.
 pub(crate) fn translate(
     f: &Fetched,
     tokens: &Tokens,
