@@ -73,7 +73,8 @@ if [ "$(cargo afl --version 2>/dev/null | awk '{print $2}')" != "$cargo_afl_vers
 fi
 # The runtime AFL links into the targets is per Rust version: a new rustc
 # needs it built again.
-if cargo afl fuzz -h 2>&1 | grep -q 'was not built'; then
+afl_check="$(cargo afl fuzz -h 2>&1 || true)"
+if [[ "$afl_check" == *"was not built"* ]]; then
     say "building AFL++ for this Rust version: cargo afl config --build"
     cargo afl config --build || die "cargo afl config --build failed (above)"
 fi
