@@ -3,14 +3,15 @@
 # PostgreSQL, the CLI end to end, payments on real Litecoin Core regtest
 # nodes (directly and through ElectrumX), on a real anvil with ERC-20
 # contracts, and on the Tron gRPC test node; real mainnet data of every
-# chain, and doc tests; compiles the benches.
+# chain, and doc tests; compiles the benches; fuzzes every chain's parser
+# for a short while (fuzz/run.sh).
 #
 #   bash deploy/test.sh
 #
 # On a fresh Debian machine it installs what is missing (a C compiler,
-# PostgreSQL, litecoind, ElectrumX, anvil, protoc) and starts PostgreSQL;
-# the tests start their own nodes. The PostgreSQL tests never skip: if the
-# server cannot be reached, this fails and says why.
+# PostgreSQL, litecoind, ElectrumX, anvil, protoc, cargo-afl) and starts
+# PostgreSQL; the tests start their own nodes. The PostgreSQL tests never
+# skip: if the server cannot be reached, this fails and says why.
 #
 # PAYWATCH_TEST_POSTGRES  server for the tests, without a database name
 #                         (default postgres://postgres@127.0.0.1:5432; when set,
@@ -177,6 +178,25 @@ passed=$(grep -E '^test result: ' "$log" | grep -Eo '[0-9]+ passed' | awk '{s +=
 failed=$(grep -E '^test result: ' "$log" | grep -Eo '[0-9]+ failed' | awk '{s += $1} END {print s + 0}')
 if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then
     failed=1 # a build error or crash before any summary
+fi
+
+# --- fuzzing -----------------------------------------------------------------
+# The parsers of every network (raw UTXO blocks, Ethereum JSON-RPC answers,
+# Tron protobuf, Solana getBlock) under AFL++ through cargo-afl, 25 s each
+# from the mainnet seeds; a crash or a hang fails the run. The seeds and
+# every crash found run in `cargo test` above too (fuzz/tests/seeds.rs); the
+# long run is in the README (Fuzzing the parsers). Counted as one test.
+say "bash fuzz/run.sh all 25"
+set +e
+bash fuzz/run.sh all 25
+fuzz_status=$?
+set -e
+if [ "$fuzz_status" -eq 0 ]; then
+    passed=$((passed + 1))
+else
+    say "fuzzing failed (exit $fuzz_status; above)"
+    failed=$((failed + 1))
+    status=1
 fi
 
 # --- the devnet --------------------------------------------------------------

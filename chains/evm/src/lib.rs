@@ -10,6 +10,10 @@ pub use address::{checksummed, parse_address, storage_form, AddressError};
 pub use alloy_primitives::Address;
 pub use derive::{AccountKey, Bip44Coin, DeriveError, ETHEREUM};
 mod extract;
+/// The source's decoding and translation without a node, for `fuzz/`.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod heads;
 mod paced_http;
 mod rpc;

@@ -12,7 +12,7 @@ use alloy_primitives::{B256, U64};
 use async_trait::async_trait;
 use paywatch_core::{
     AtHeight, BlockRef, BlockSource, FetchRange, Network, ReadAhead, SourceBlock, SourceError,
-    WatchSet,
+    WatchRead, WatchSet,
 };
 use serde_json::json;
 use tokio::sync::{Mutex, Notify};
@@ -80,11 +80,11 @@ impl Default for EvmConfig {
 
 /// What the node said about one block, kept until the watcher asks for it.
 #[derive(Debug)]
-struct Fetched {
-    block: RpcBlock,
-    logs: Vec<RpcLog>,
-    traces: Option<Vec<TxTrace>>,
-    succeeded: HashMap<B256, bool>,
+pub(crate) struct Fetched {
+    pub(crate) block: RpcBlock,
+    pub(crate) logs: Vec<RpcLog>,
+    pub(crate) traces: Option<Vec<TxTrace>>,
+    pub(crate) succeeded: HashMap<B256, bool>,
 }
 
 impl AtHeight for Fetched {
@@ -225,22 +225,31 @@ impl EvmSource {
     }
 
     fn translate(&self, f: &Fetched) -> Result<SourceBlock, SourceError> {
-        let watch = self.shared.watch.read();
-        let transfers = scan(&answers(f), &self.shared.cfg.tokens, &watch).map_err(|e| {
-            SourceError::Transient(format!(
-                "block {} at height {}: {e}",
-                f.block.hash, f.block.number
-            ))
-        })?;
-        Ok(SourceBlock {
-            block: block_ref(f.block.number, f.block.hash, f.block.parent_hash),
-            timestamp: i64::try_from(f.block.timestamp.to::<u64>()).unwrap_or(i64::MAX),
-            transfers,
-        })
+        translate(f, &self.shared.cfg.tokens, &self.shared.watch.read())
     }
 }
 
-fn answers(f: &Fetched) -> BlockAnswers<'_> {
+/// A fetched block as the watcher gets it. Free of the source, so the
+/// fuzz entry (`fuzzing.rs`) runs the very same steps.
+pub(crate) fn translate(
+    f: &Fetched,
+    tokens: &Tokens,
+    watch: &WatchRead<'_>,
+) -> Result<SourceBlock, SourceError> {
+    let transfers = scan(&answers(f), tokens, watch).map_err(|e| {
+        SourceError::Transient(format!(
+            "block {} at height {}: {e}",
+            f.block.hash, f.block.number
+        ))
+    })?;
+    Ok(SourceBlock {
+        block: block_ref(f.block.number, f.block.hash, f.block.parent_hash),
+        timestamp: i64::try_from(f.block.timestamp.to::<u64>()).unwrap_or(i64::MAX),
+        transfers,
+    })
+}
+
+pub(crate) fn answers(f: &Fetched) -> BlockAnswers<'_> {
     BlockAnswers {
         hash: f.block.hash,
         transactions: Some(&f.block.transactions),
@@ -260,7 +269,7 @@ fn block_ref(number: U64, hash: B256, parent: B256) -> BlockRef {
 
 /// A receipt only decides for the block it was fetched with: one from
 /// another block means the chain moved in between.
-fn record_receipt(
+pub(crate) fn record_receipt(
     succeeded: &mut HashMap<B256, bool>,
     block: B256,
     tx: B256,
@@ -588,7 +597,11 @@ async fn trace_batch(
 /// the block's `logsBloom` says: none at all where the bloom has the
 /// Transfer event, or none from a configured token contract the bloom names.
 /// `None` when the answer fits (or the node gave no bloom).
-fn logs_contradict_bloom(block: &RpcBlock, logs: &[RpcLog], tokens: &Tokens) -> Option<String> {
+pub(crate) fn logs_contradict_bloom(
+    block: &RpcBlock,
+    logs: &[RpcLog],
+    tokens: &Tokens,
+) -> Option<String> {
     use alloy_primitives::BloomInput;
     let bloom = block.logs_bloom.as_ref()?;
     if !bloom.contains_input(BloomInput::Raw(TRANSFER_TOPIC.as_slice())) {
@@ -620,25 +633,33 @@ async fn transfer_logs_from_receipts(
         .call("eth_getBlockReceipts", (block.hash,))
         .await
         .map_err(|e| shared.refusal("eth_getBlockReceipts", e))?;
-    let refused = |detail: String| {
+    logs_of_receipts(block, receipts).map_err(|detail| {
         Refusal::Other(SourceError::Transient(format!(
             "node at {}: eth_getLogs for block {:#x} gave {why}, and its receipts {detail}; \
              asking again",
             shared.rpc.host(),
             block.hash
         )))
-    };
-    let receipts = receipts.ok_or_else(|| refused("are not served".into()))?;
+    })
+}
+
+/// The Transfer logs of `block`'s receipts; why not, when they cannot be
+/// its receipts.
+pub(crate) fn logs_of_receipts(
+    block: &RpcBlock,
+    receipts: Option<Vec<RpcReceipt>>,
+) -> Result<Vec<RpcLog>, String> {
+    let receipts = receipts.ok_or_else(|| "are not served".to_owned())?;
     if receipts.len() != block.transactions.len()
         || receipts
             .iter()
             .any(|r| r.block_hash.is_some_and(|h| h != block.hash))
     {
-        return Err(refused(format!(
+        return Err(format!(
             "do not match it ({} for {} transactions)",
             receipts.len(),
             block.transactions.len()
-        )));
+        ));
     }
     // A failed transaction emits no logs, so every log here is from a
     // successful one, as eth_getLogs would have said.

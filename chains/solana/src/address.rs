@@ -9,6 +9,10 @@ use paywatch_core::WatchKeyFn;
 
 /// Bytes of a public key.
 pub const KEY_LEN: usize = 32;
+/// A key is 44 base58 characters at most. Inputs up to this length are
+/// decoded, to say how many bytes they hold; longer ones are refused
+/// unread, since decoding takes time quadratic in the length.
+const MAX_CHARS: usize = 100;
 /// Inputs longer than this are shortened in error messages.
 const SHOWN_MAX_CHARS: usize = 50;
 const BASE58_ALPHABET: &str = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
@@ -27,6 +31,11 @@ pub enum AddressError {
          or extended?)"
     )]
     Length { input: String, length: usize },
+    #[error(
+        "{input:?} is not a Solana address: it is {chars} characters long, and a 32-byte key \
+         takes at most 44"
+    )]
+    TooLong { input: String, chars: usize },
 }
 
 /// The input as shown in an error message: at most [`SHOWN_MAX_CHARS`]
@@ -54,6 +63,14 @@ pub fn parse_address(s: &str) -> Result<[u8; KEY_LEN], AddressError> {
         return Err(AddressError::Base58Character {
             input: shown(input),
             found,
+        });
+    }
+    // Decoding takes time quadratic in the length: a hash of megabytes in a
+    // node's answer would hold the scan for hours.
+    if input.len() > MAX_CHARS {
+        return Err(AddressError::TooLong {
+            input: shown(input),
+            chars: input.len(),
         });
     }
     let length_error = |length| AddressError::Length {
@@ -103,5 +120,28 @@ mod tests {
             assert_eq!(watch_key()(text), Some(key.to_vec()));
         }
         assert_eq!(encode_address(&[0xff; 32]).len(), 44);
+    }
+
+    /// base58 decodes in time quadratic in its length: a node answering a
+    /// getBlock with a hash of a few hundred kilobytes held the scan for
+    /// minutes (a 50,000-character blockhash took 1.3 s, through the
+    /// `solana_block` fuzz target; fuzz/regressions/solana_block/).
+    #[test]
+    fn a_key_longer_than_any_address_is_refused_without_decoding_it() {
+        let long = "2".repeat(200_000);
+        let start = std::time::Instant::now();
+        let e = parse_address(&long).unwrap_err();
+        assert!(
+            matches!(e, AddressError::TooLong { chars: 200_000, .. }),
+            "{e}"
+        );
+        assert!(start.elapsed() < std::time::Duration::from_secs(1));
+        // The longest key there is still reads.
+        let longest = encode_address(&[0xff; 32]);
+        assert_eq!(parse_address(&longest).unwrap(), [0xff; 32]);
+        assert!(matches!(
+            parse_address(&format!("1{longest}")).unwrap_err(),
+            AddressError::Length { length: 33, .. }
+        ));
     }
 }

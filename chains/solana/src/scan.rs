@@ -14,8 +14,8 @@ use paywatch_core::{Amount, Asset, AssetId, BlockRef, Network, Transfer, WatchRe
 use serde_json::Value;
 use solana_transaction_status_client_types::option_serializer::OptionSerializer;
 use solana_transaction_status_client_types::{
-    EncodedTransaction, EncodedTransactionWithStatusMeta, UiConfirmedBlock, UiMessage,
-    UiTransactionStatusMeta, UiTransactionTokenBalance,
+    EncodedTransaction, EncodedTransactionWithStatusMeta, TransactionBinaryEncoding,
+    UiConfirmedBlock, UiMessage, UiTransactionStatusMeta, UiTransactionTokenBalance,
 };
 
 use crate::address::{encode_address, parse_address, KEY_LEN};
@@ -47,6 +47,10 @@ pub enum ScanError {
     MissingMeta { tx: String },
     #[error("transaction {position} cannot be decoded from its binary encoding")]
     Undecodable { position: usize },
+    #[error(
+        "transaction {position} is {chars} characters of base58, more than any transaction takes"
+    )]
+    Oversized { position: usize, chars: usize },
     #[error(
         "transaction {tx} is given in parsed or accounts form without account keys; ask for \
          \"json\", \"base64\" or transactionDetails \"accounts\""
@@ -216,6 +220,9 @@ fn accounts<'a>(
             (txid, keys, true)
         }
         EncodedTransaction::LegacyBinary(_) | EncodedTransaction::Binary(..) => {
+            if let Some(chars) = base58_len(&tx.transaction).filter(|n| *n > MAX_BASE58_CHARS) {
+                return Err(ScanError::Oversized { position, chars });
+            }
             let decoded = tx
                 .transaction
                 .decode()
@@ -241,6 +248,24 @@ fn accounts<'a>(
         }
     }
     Ok((txid, keys))
+}
+
+/// Solana's packet holds 1,232 bytes; four times that leaves room for
+/// larger transactions to come.
+const MAX_TRANSACTION_BYTES: usize = 4 * 1_232;
+/// The most base58 characters that many bytes take (log 256 / log 58 is
+/// 1.3657…).
+const MAX_BASE58_CHARS: usize = MAX_TRANSACTION_BYTES * 1_366 / 1_000 + 1;
+
+/// The length of a base58 transaction. The decoder's time is quadratic in
+/// it: a node answering a few hundred kilobytes would hold the scan for
+/// minutes, so a length no transaction has is refused unread.
+fn base58_len(tx: &EncodedTransaction) -> Option<usize> {
+    match tx {
+        EncodedTransaction::LegacyBinary(blob)
+        | EncodedTransaction::Binary(blob, TransactionBinaryEncoding::Base58) => Some(blob.len()),
+        _ => None,
+    }
 }
 
 fn scan_in_block(

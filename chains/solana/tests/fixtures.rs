@@ -555,3 +555,63 @@ fn base64_blocks_read_like_json_ones() {
         "{e:?}"
     );
 }
+
+/// base58 decodes in time quadratic in its length: a node answering a
+/// getBlock with a hash or a transaction of a few hundred kilobytes held
+/// the scan for minutes (50,000 characters took 1.3 s and 0.5 s through the
+/// `solana_block` fuzz target; fuzz/regressions/solana_block/). Both are
+/// refused unread, by what is wrong with them.
+#[test]
+fn base58_longer_than_any_hash_or_transaction_is_refused_unread() {
+    let watch = WatchSet::new(Network::Solana).keyed(watch_key());
+    let block = block_of(&[load(SOL_FIXTURE)]);
+    let long = "2".repeat(200_000);
+
+    let mut hash = block.clone();
+    hash["blockhash"] = json!(long);
+    let start = std::time::Instant::now();
+    let e = scan_block(&parse_block(hash).unwrap(), &watch.read()).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ScanError::BadBlockHash {
+                field: "blockhash",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(
+        matches!(
+            parse_address(&long).unwrap_err(),
+            AddressError::TooLong { chars: 200_000, .. }
+        ),
+        "{e}"
+    );
+
+    for encoding in [json!([long, "base58"]), json!(long)] {
+        let mut tx = block.clone();
+        tx["transactions"][0]["transaction"] = encoding;
+        assert_eq!(
+            scan_block(&parse_block(tx).unwrap(), &watch.read()).unwrap_err(),
+            ScanError::Oversized {
+                position: 0,
+                chars: 200_000
+            }
+        );
+    }
+    assert!(start.elapsed() < std::time::Duration::from_secs(2));
+
+    // A real transaction in base58 still reads.
+    let mut real = block;
+    let wire = wire(&real["transactions"][0]["transaction"]);
+    real["transactions"][0]["transaction"] = json!([bs58::encode(wire).into_string(), "base58"]);
+    let (_, recipient) = sol_recipient(&load(SOL_FIXTURE)["result"]);
+    watch.insert(&recipient);
+    assert_eq!(
+        scan_block(&parse_block(real).unwrap(), &watch.read())
+            .unwrap()
+            .len(),
+        1
+    );
+}

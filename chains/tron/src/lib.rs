@@ -4,6 +4,10 @@
 mod address;
 mod derive;
 mod extract;
+/// The source's decoding and translation without a node, for `fuzz/`.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod json;
 mod scan;
 mod source;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use paywatch_core::{
     AtHeight, BlockRef, BlockSource, FetchRange, Network, ReadAhead, SourceBlock, SourceError,
-    WatchSet,
+    WatchRead, WatchSet,
 };
 use tokio::sync::Mutex;
 use tokio::task::JoinSet;
@@ -86,12 +86,12 @@ pub enum TronSetupError {
 
 /// A block and its infos as the node gave them, kept until asked for.
 #[derive(Debug)]
-struct Fetched {
-    height: u64,
-    block: BlockExtention,
+pub(crate) struct Fetched {
+    pub(crate) height: u64,
+    pub(crate) block: BlockExtention,
     /// `None` when the block could pay no watched address as the watch set
     /// stood at fetch time: no TRX to one, no contract call.
-    infos: Option<Vec<TransactionInfo>>,
+    pub(crate) infos: Option<Vec<TransactionInfo>>,
 }
 
 impl AtHeight for Fetched {
@@ -206,30 +206,39 @@ impl TronSource {
     }
 
     fn translate(&self, f: &Fetched) -> Result<SourceBlock, SourceError> {
-        let block = block_ref(&f.block, Some(f.height))?;
-        let watch = self.shared.watch.read();
-        // Without infos the block pays no watched address (see `complete`).
-        let Some(infos) = &f.infos else {
-            let timestamp_ms = header_raw(&f.block).map_or(0, |r| r.timestamp);
-            return Ok(SourceBlock {
-                block,
-                timestamp: timestamp_ms.div_euclid(1000),
-                transfers: Vec::new(),
-            });
-        };
-        let transfers = scan(&f.block, infos, &self.shared.cfg.tokens, &watch).map_err(|e| {
-            SourceError::Transient(format!(
-                "block {} at height {}: {e}",
-                block.hash, block.height
-            ))
-        })?;
+        translate(f, &self.shared.cfg.tokens, &self.shared.watch.read())
+    }
+}
+
+/// A fetched block as the watcher gets it. Free of the source, so the
+/// fuzz entry (`fuzzing.rs`) runs the very same steps.
+pub(crate) fn translate(
+    f: &Fetched,
+    tokens: &Tokens,
+    watch: &WatchRead<'_>,
+) -> Result<SourceBlock, SourceError> {
+    let block = block_ref(&f.block, Some(f.height))?;
+    // Without infos the block pays no watched address (see `complete`).
+    let Some(infos) = &f.infos else {
         let timestamp_ms = header_raw(&f.block).map_or(0, |r| r.timestamp);
-        Ok(SourceBlock {
+        return Ok(SourceBlock {
             block,
             timestamp: timestamp_ms.div_euclid(1000),
-            transfers,
-        })
-    }
+            transfers: Vec::new(),
+        });
+    };
+    let transfers = scan(&f.block, infos, tokens, watch).map_err(|e| {
+        SourceError::Transient(format!(
+            "block {} at height {}: {e}",
+            block.hash, block.height
+        ))
+    })?;
+    let timestamp_ms = header_raw(&f.block).map_or(0, |r| r.timestamp);
+    Ok(SourceBlock {
+        block,
+        timestamp: timestamp_ms.div_euclid(1000),
+        transfers,
+    })
 }
 
 impl FetchRange<Fetched> for Arc<Shared> {
@@ -454,7 +463,7 @@ fn header_raw(b: &BlockExtention) -> Option<&tron_grpc::block_header::Raw> {
 
 /// A block's place: its number, its id (which begins with the number) and
 /// its parent's id. `expect` checks the number against the one asked for.
-fn block_ref(b: &BlockExtention, expect: Option<u64>) -> Result<BlockRef, SourceError> {
+pub(crate) fn block_ref(b: &BlockExtention, expect: Option<u64>) -> Result<BlockRef, SourceError> {
     let raw =
         header_raw(b).ok_or_else(|| SourceError::Transient("a block without a header".into()))?;
     let height = u64::try_from(raw.number)
