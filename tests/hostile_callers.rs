@@ -111,6 +111,7 @@ on_both_databases!(
     repeated_i_have_paid_writes_nothing_new,
     open_intents_per_reference_are_capped,
     dust_sent_to_a_case_is_paged_not_listed_whole,
+    bad_query_strings_get_the_apis_error_naming_what_was_wrong,
 );
 
 async fn a_support_action_replayed_with_other_content_is_a_conflict(b: Backend) {
@@ -860,5 +861,36 @@ fn new_token_prints_a_256_bit_token_and_the_line_that_configures_it() {
             .output()
             .unwrap();
         assert!(!out.status.success(), "{bad:?}");
+    }
+}
+
+async fn bad_query_strings_get_the_apis_error_naming_what_was_wrong(b: Backend) {
+    let w = World::new(b, Network::Litecoin).await;
+    for (path, token, field) in [
+        ("/v1/review-queue?limit=abc", OPERATOR, "limit"),
+        ("/v1/review-queue?limit=1001", OPERATOR, "limit"),
+        ("/v1/review-queue?limit=0", OPERATOR, "limit"),
+        ("/v1/networks/litecoin/rescans?limit=-1", OPERATOR, "limit"),
+        (
+            "/v1/webhooks/deliveries?state=failing&limit=5000",
+            OPERATOR,
+            "limit",
+        ),
+        ("/v1/cases/1?transfers_after=-1", SUPPORT, "transfers_after"),
+        (
+            "/v1/intents?kind=order&reference=a%00b",
+            STOREFRONT,
+            "reference",
+        ),
+        ("/v1/cases?reference=a%00b", SUPPORT, "reference"),
+        ("/v1/cases?address=%E2%80%8Bltc1q", SUPPORT, "address"),
+    ] {
+        let (st, v) = w.call(Method::GET, path, token, None, None).await;
+        assert_eq!(
+            (st, code(&v)),
+            (StatusCode::BAD_REQUEST, "invalid_request"),
+            "{path}: {v}"
+        );
+        assert!(message(&v).contains(field), "{path}: {v}");
     }
 }

@@ -9,6 +9,7 @@ mod error;
 mod health;
 mod intent_view;
 mod operator;
+mod query;
 mod storefront;
 mod support;
 mod throttle;

@@ -2,7 +2,7 @@
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 use super::auth::Role;
 use super::error::ApiError;
 use super::intent_view::IntentView;
+use super::query::{in_range, ApiQuery};
 use super::storefront::body;
 use super::support::transfer_json;
 use super::ApiState;
@@ -76,11 +77,11 @@ pub(crate) async fn queue_items(s: &ApiState, limit: i64) -> Result<Vec<QueueIte
 pub(crate) async fn review_queue(
     State(s): State<ApiState>,
     headers: HeaderMap,
-    Query(p): Query<Page>,
+    ApiQuery(p): ApiQuery<Page>,
 ) -> Result<Json<Value>, ApiError> {
     s.tokens
         .authorize(&headers, &[Role::Operator, Role::Support], "review_queue")?;
-    let limit = p.limit.unwrap_or(100).clamp(1, 1000);
+    let limit = in_range("limit", p.limit, 100, 1, 1000)?;
     let items: Vec<Value> = queue_items(&s, limit)
         .await?
         .iter()
@@ -248,11 +249,11 @@ pub(crate) async fn rescans(
     State(s): State<ApiState>,
     headers: HeaderMap,
     Path(network): Path<String>,
-    Query(p): Query<Page>,
+    ApiQuery(p): ApiQuery<Page>,
 ) -> Result<Json<Value>, ApiError> {
     s.tokens.authorize(&headers, &[Role::Operator], "rescans")?;
     let network = enabled_network(&s, &network)?;
-    let limit = p.limit.unwrap_or(20).clamp(1, 200);
+    let limit = in_range("limit", p.limit, 20, 1, 200)?;
     let items: Vec<Value> = s
         .ctx
         .store

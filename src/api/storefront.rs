@@ -3,7 +3,7 @@
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 use super::auth::Role;
 use super::error::ApiError;
 use super::intent_view::{intent_uri, usd, IntentView};
+use super::query::ApiQuery;
 use super::ApiState;
 use crate::intents::NewIntent;
 use crate::payment_uri::{qr_png, qr_svg};
@@ -242,7 +243,7 @@ pub(crate) struct ByReference {
 pub(crate) async fn list_intents(
     State(s): State<ApiState>,
     headers: HeaderMap,
-    Query(q): Query<ByReference>,
+    ApiQuery(q): ApiQuery<ByReference>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     s.tokens.authorize(
         &headers,
@@ -253,6 +254,8 @@ pub(crate) async fn list_intents(
         .reference
         .filter(|r| !r.trim().is_empty())
         .ok_or_else(|| ApiError::invalid("reference: required, e.g. ?kind=order&reference=A-1"))?;
+    // Checked as creation checks it: a NUL byte would reach the database.
+    let reference = label("reference", &reference, 200)?;
     let kind_text = q.kind.unwrap_or_else(|| "order".into());
     let kind: IntentKind = kind_text
         .parse()

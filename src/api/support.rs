@@ -1,8 +1,8 @@
 //! Support's endpoints: find a case, see all of it, resolve it.
 
 use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 use super::auth::{Caller, Role};
 use super::error::ApiError;
 use super::intent_view::IntentView;
+use super::query::{in_range, ApiQuery};
 use super::storefront::{body, header_key, label, parse_id};
 use super::ApiState;
 use crate::reconcile::{Action, ActionOutcome, CaseAction};
@@ -25,14 +26,21 @@ pub(crate) struct Search {
     pub(crate) txid: Option<String>,
 }
 
-fn given(v: &Option<String>) -> Option<&str> {
-    v.as_deref().map(str::trim).filter(|s| !s.is_empty())
+/// A search field if given, checked as the text it is matched against was
+/// checked when stored: a NUL byte would otherwise reach the database.
+fn given<'a>(name: &str, v: &'a Option<String>) -> Result<Option<&'a str>, ApiError> {
+    match v.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+        Some(text) => crate::text::label(text, 200)
+            .map(Some)
+            .map_err(|why| ApiError::invalid(format!("{name}: {why}"))),
+        None => Ok(None),
+    }
 }
 
 pub(crate) async fn find(
     State(s): State<ApiState>,
     headers: HeaderMap,
-    Query(q): Query<Search>,
+    ApiQuery(q): ApiQuery<Search>,
 ) -> Result<Json<Value>, ApiError> {
     s.tokens
         .authorize(&headers, &[Role::Support, Role::Operator], "find_cases")?;
@@ -48,10 +56,10 @@ pub(crate) async fn find(
 /// search the same way.
 pub(crate) async fn find_cases(s: &ApiState, q: &Search) -> Result<Vec<IntentRecord>, ApiError> {
     let (reference, account, address, txid) = (
-        given(&q.reference),
-        given(&q.account),
-        given(&q.address),
-        given(&q.txid),
+        given("reference", &q.reference)?,
+        given("account", &q.account)?,
+        given("address", &q.address)?,
+        given("txid", &q.txid)?,
     );
     if reference.is_none() && account.is_none() && address.is_none() && txid.is_none() {
         return Err(ApiError::invalid(
@@ -99,18 +107,12 @@ pub(crate) async fn case(
     State(s): State<ApiState>,
     headers: HeaderMap,
     Path(id): Path<String>,
-    page: Result<Query<TransfersPage>, QueryRejection>,
+    ApiQuery(page): ApiQuery<TransfersPage>,
 ) -> Result<Json<Value>, ApiError> {
     s.tokens
         .authorize(&headers, &[Role::Support, Role::Operator], "case")?;
-    let Query(page) = page.map_err(|e| {
-        ApiError::invalid(format!(
-            "transfers_after: a transfer id from transfers_next ({e})"
-        ))
-    })?;
-    Ok(Json(
-        case_json(&s, parse_id(&id)?, page.transfers_after.unwrap_or(0)).await?,
-    ))
+    let after = in_range("transfers_after", page.transfers_after, 0, 0, i64::MAX)?;
+    Ok(Json(case_json(&s, parse_id(&id)?, after).await?))
 }
 
 /// Everything support needs about one intent, read once for the API's

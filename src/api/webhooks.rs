@@ -1,7 +1,7 @@
 //! Operators' view of webhook delivery: what is failing, and sending a row
 //! again (a receiver that lost data, or a row older than webhooks).
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 
 use super::auth::Role;
 use super::error::ApiError;
+use super::query::{in_range, ApiQuery};
 use super::ApiState;
 use crate::store::{DeliveryState, WebhookDelivery};
 
@@ -33,7 +34,7 @@ pub(crate) struct Listing {
 pub(crate) async fn list(
     State(s): State<ApiState>,
     headers: HeaderMap,
-    Query(q): Query<Listing>,
+    ApiQuery(q): ApiQuery<Listing>,
 ) -> Result<Json<Value>, ApiError> {
     s.tokens
         .authorize(&headers, &[Role::Operator], "webhook_deliveries")?;
@@ -42,7 +43,7 @@ pub(crate) async fn list(
         .as_deref()
         .and_then(DeliveryState::parse)
         .ok_or_else(|| ApiError::invalid("state: required, one of failing, pending, delivered"))?;
-    let limit = q.limit.unwrap_or(100).clamp(1, 1000);
+    let limit = in_range("limit", q.limit, 100, 1, 1000)?;
     let rows = s.ctx.store.webhook_deliveries(state, limit).await?;
     Ok(Json(json!({
         "webhooks_enabled": s.ctx.settings.webhooks.enabled(),
