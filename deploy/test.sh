@@ -3,15 +3,17 @@
 # PostgreSQL, the CLI end to end, payments on real Litecoin Core regtest
 # nodes (directly and through ElectrumX), on a real anvil with ERC-20
 # contracts, and on the Tron gRPC test node; real mainnet data of every
-# chain, and doc tests; compiles the benches; fuzzes every chain's parser
-# for a short while (fuzz/run.sh).
+# chain, the API against its OpenAPI document (Schemathesis), and doc
+# tests; compiles the benches; fuzzes every chain's parser for a short
+# while (fuzz/run.sh).
 #
 #   bash deploy/test.sh
 #
 # On a fresh Debian machine it installs what is missing (a C compiler,
-# PostgreSQL, litecoind, ElectrumX, anvil, protoc, cargo-afl) and starts
-# PostgreSQL; the tests start their own nodes. The PostgreSQL tests never
-# skip: if the server cannot be reached, this fails and says why.
+# PostgreSQL, litecoind, ElectrumX, anvil, protoc, Schemathesis,
+# cargo-afl) and starts PostgreSQL; the tests start their own nodes. The
+# PostgreSQL tests never skip: if the server cannot be reached, this fails
+# and says why.
 #
 # PAYWATCH_TEST_POSTGRES  server for the tests, without a database name
 #                         (default postgres://postgres@127.0.0.1:5432; when set,
@@ -126,6 +128,10 @@ fi
 # missing ones fail those tests, so install them first.
 say "chain nodes: deploy/install-nodes.sh"
 bash deploy/install-nodes.sh || die "the chain nodes the tests need could not be installed (above)"
+# The API's contract test (tests/api_contract.rs) runs Schemathesis against
+# a live API; a missing one fails that test, so install it first.
+say "Schemathesis: deploy/install-schemathesis.sh"
+bash deploy/install-schemathesis.sh || die "Schemathesis, which the API contract test runs, could not be installed (above)"
 # The operator console's test drives a real headless browser through
 # chromedriver; a missing one fails that test, so install both first.
 if [ ! -x /usr/bin/chromedriver ]; then

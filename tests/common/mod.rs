@@ -43,12 +43,14 @@ macro_rules! on_both_databases {
 pub mod api;
 pub mod backlog;
 pub mod browser;
+pub mod contract;
 pub mod daemon;
 pub mod eth;
 pub mod ltc;
 pub mod private_postgres;
 pub mod proxy;
 pub mod replica;
+pub mod schemathesis;
 pub mod solana;
 pub mod tron;
 
