@@ -255,7 +255,11 @@ mod tests {
                 .or_default()
                 .push(TokenTable::hash_token(token));
         }
-        TokenTable::from_settings(&ApiSettings {
+        TokenTable::from_settings(&api_settings(map))
+    }
+
+    fn api_settings(tokens: BTreeMap<String, Vec<String>>) -> ApiSettings {
+        ApiSettings {
             listen: String::new(),
             max_body_bytes: 1024,
             max_connections: 1,
@@ -264,8 +268,8 @@ mod tests {
             request_timeout_secs: 1,
             behind_tls: false,
             auth_failures_per_minute: 20,
-            tokens: map,
-        })
+            tokens,
+        }
     }
 
     fn bearer(token: &str) -> HeaderMap {
@@ -293,33 +297,11 @@ mod tests {
     fn bad_configuration_names_the_key() {
         let mut map = BTreeMap::new();
         map.insert("admin".to_owned(), vec![TokenTable::hash_token("x")]);
-        let e = TokenTable::from_settings(&ApiSettings {
-            listen: String::new(),
-            max_body_bytes: 1,
-            max_connections: 1,
-            max_connections_per_client: 1,
-            header_read_timeout_secs: 1,
-            request_timeout_secs: 1,
-            behind_tls: false,
-            auth_failures_per_minute: 20,
-            tokens: map,
-        })
-        .unwrap_err();
+        let e = TokenTable::from_settings(&api_settings(map)).unwrap_err();
         assert!(e.to_string().contains("api.tokens.admin"), "{e}");
         let mut map = BTreeMap::new();
         map.insert("operator".to_owned(), vec!["plain-token".to_owned()]);
-        let e = TokenTable::from_settings(&ApiSettings {
-            listen: String::new(),
-            max_body_bytes: 1,
-            max_connections: 1,
-            max_connections_per_client: 1,
-            header_read_timeout_secs: 1,
-            request_timeout_secs: 1,
-            behind_tls: false,
-            auth_failures_per_minute: 20,
-            tokens: map,
-        })
-        .unwrap_err();
+        let e = TokenTable::from_settings(&api_settings(map)).unwrap_err();
         assert_eq!(
             e.to_string(),
             "api.tokens.operator: entry 0 is not a SHA-256 hash in hex (64 hex digits)"
@@ -338,18 +320,7 @@ mod tests {
                 format!("help-desk-ana:{}", TokenTable::hash_token("second")),
             ],
         );
-        let api = |tokens| ApiSettings {
-            listen: String::new(),
-            max_body_bytes: 1,
-            max_connections: 1,
-            max_connections_per_client: 1,
-            header_read_timeout_secs: 1,
-            request_timeout_secs: 1,
-            behind_tls: false,
-            auth_failures_per_minute: 20,
-            tokens,
-        };
-        let t = TokenTable::from_settings(&api(map.clone())).unwrap();
+        let t = TokenTable::from_settings(&api_settings(map.clone())).unwrap();
         let name = |token| {
             t.caller(&bearer(token), &Role::ALL, "t")
                 .unwrap()
@@ -361,13 +332,13 @@ mod tests {
             "operator".to_owned(),
             vec![format!("help-desk-ana:{}", TokenTable::hash_token("third"))],
         );
-        let e = TokenTable::from_settings(&api(map.clone())).unwrap_err();
+        let e = TokenTable::from_settings(&api_settings(map.clone())).unwrap_err();
         assert!(matches!(e, TokenConfigError::SharedName(_)), "{e}");
         map.insert(
             "operator".to_owned(),
             vec![format!("ana smith:{}", TokenTable::hash_token("third"))],
         );
-        let e = TokenTable::from_settings(&api(map)).unwrap_err();
+        let e = TokenTable::from_settings(&api_settings(map)).unwrap_err();
         assert!(e.to_string().contains("api.tokens.operator"), "{e}");
     }
 }
