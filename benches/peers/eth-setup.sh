@@ -60,7 +60,8 @@ fi
 
 # --- compile -------------------------------------------------------------------
 rm -rf "$D/build" && mkdir -p "$D/build"
-(cd "$HERE" && timeout 300 "$BIN/solcjs" --bin --abi --optimize -o "$D/build" Token.sol >&2)
+# The same ERC-20 the tests deploy, so the bench and the tests measure one contract.
+(cd "$HERE/../../chains/testkit/contracts" && timeout 300 "$BIN/solcjs" --bin --abi --optimize -o "$D/build" Token.sol >&2)
 TOKEN_BIN=$(cat "$D/build/Token_sol_Token.bin")
 
 # --- start anvil ----------------------------------------------------------------
