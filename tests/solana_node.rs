@@ -564,3 +564,85 @@ async fn blocks_are_read_as_compressed_account_lists() {
         "paywatch asks for gzip and takes it"
     );
 }
+
+/// Public endpoints budget calls per method (40 per 10 s each on
+/// api.mainnet-beta) and a new slot comes every 400 ms, so a watcher that
+/// follows the tip must read each new block once and spend few calls
+/// besides. One watcher step (a batch towards the tip, then the final
+/// height check) at a time, one new block per step: each body is read
+/// once, with at most two `getBlock` and seven calls in all per block.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn following_the_tip_reads_each_new_block_once_and_few_calls_besides() {
+    use paywatch_core::{CanonicalStream, WatchSet};
+    use paywatch_solana::{watch_key, SolanaConfig, SolanaSource};
+
+    use paywatch_testkit::SolanaNode;
+
+    let mut node = SolanaNode::start(SolanaNodeOptions::default())
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        node.produce_block();
+    }
+    let watch =
+        std::sync::Arc::new(WatchSet::new(paywatch_core::Network::Solana).keyed(watch_key()));
+    let source = SolanaSource::new(
+        SolanaConfig {
+            url: node.url(),
+            max_requests_per_second: 0,
+            ..SolanaConfig::default()
+        },
+        watch,
+    )
+    .unwrap();
+    let mut stream = CanonicalStream::new(source, Vec::new(), 0, 32);
+    // Catch up, and one idle step so nothing of catching up is counted.
+    step(&mut stream).await;
+    step(&mut stream).await;
+    assert_eq!(
+        stream.cursor_tip().map(|t| t.height),
+        Some(node.slots().1),
+        "caught up"
+    );
+
+    let before = node.calls();
+    let details_before = node.block_details_asked().len();
+    const BLOCKS: u64 = 10;
+    let mut connected = 0;
+    for _ in 0..BLOCKS {
+        node.produce_block();
+        connected += step(&mut stream).await;
+    }
+    assert_eq!(connected, BLOCKS as usize, "one connect per new block");
+    assert_eq!(stream.cursor_tip().map(|t| t.height), Some(node.slots().1));
+
+    let after = node.calls();
+    let spent: std::collections::BTreeMap<&str, u64> = after
+        .iter()
+        .map(|(m, n)| (m.as_str(), n - before.get(m).copied().unwrap_or(0)))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    let bodies = node.block_details_asked()[details_before..]
+        .iter()
+        .filter(|d| *d == "accounts")
+        .count();
+    assert_eq!(bodies, BLOCKS as usize, "each body read once: {spent:?}");
+    let get_block = spent.get("getBlock").copied().unwrap_or(0);
+    assert!(
+        get_block <= 2 * BLOCKS,
+        "{get_block} getBlock calls for {BLOCKS} blocks: {spent:?}"
+    );
+    let total: u64 = spent.values().sum();
+    assert!(
+        total <= 7 * BLOCKS,
+        "{total} calls for {BLOCKS} blocks: {spent:?}"
+    );
+    eprintln!("calls for {BLOCKS} new blocks, one per step: {spent:?}");
+}
+
+/// One watcher step: a batch towards the tip, then the final-height check.
+async fn step(stream: &mut paywatch_core::CanonicalStream<paywatch_solana::SolanaSource>) -> usize {
+    let events = stream.next_batch(100).await.unwrap();
+    stream.confirmed_final_height().await.unwrap();
+    events.len()
+}

@@ -25,6 +25,22 @@
 //!
 //! A skipped slot is only presented once a produced block above it is
 //! known; until then the chain ends below it (`None`).
+//!
+//! # Following the tip
+//!
+//! Public endpoints budget each method on its own (40 calls per 10 s on
+//! api.mainnet-beta) and a slot comes every 400 ms, so once the watcher has
+//! been handed everything up to the tip, [`tip`](BlockSource::tip) asks
+//! only for what is new: one `getBlocksWithLimit` from the slot past the
+//! tip, and, when that lists fewer slots than a window (nothing left to
+//! catch up), their blocks read whole. Those become the watcher's next
+//! window, so each new block is read once, and the tip is the newest of
+//! them; no `getSlot`, no header read apart from the body. A full list
+//! means the watcher is behind: the tip is then `getSlot` and a header read,
+//! and the read-ahead fetches windows as it does from a restart.
+//!
+//! The final-height check reads the block at `finalized` commitment, once
+//! per height: a finalized block never changes.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -201,6 +217,14 @@ struct Shared {
     /// The tip as last read whole, given again while the node's newest
     /// block is not yet served.
     last_tip: std::sync::Mutex<Option<BlockRef>>,
+    /// One past the height last handed to the stream: past the last tip,
+    /// the watcher is caught up and [`tip`](BlockSource::tip) reads only
+    /// what is new.
+    served_to: AtomicU64,
+    /// The blocks read with the tip, ascending, for the stream's next ask.
+    window: std::sync::Mutex<Option<Vec<Fetched>>>,
+    /// The last block checked at `finalized` commitment.
+    final_checked: std::sync::Mutex<Option<BlockRef>>,
     genesis_checked: AtomicBool,
 }
 
@@ -225,6 +249,9 @@ impl SolanaSource {
                 watch,
                 known_tip: AtomicU64::new(0),
                 last_tip: std::sync::Mutex::new(None),
+                served_to: AtomicU64::new(0),
+                window: std::sync::Mutex::new(None),
+                final_checked: std::sync::Mutex::new(None),
                 genesis_checked: AtomicBool::new(false),
             }),
             ahead,
@@ -255,18 +282,65 @@ impl FetchRange<Fetched> for Arc<Shared> {
         from: u64,
         count: usize,
     ) -> impl Future<Output = Result<Vec<Fetched>, SourceError>> + Send + 'static {
-        fetch_range(self.clone(), from, count, Details::Accounts)
+        let read_with_tip = self.take_window(from).map(|mut w| {
+            w.truncate(count);
+            w
+        });
+        let shared = self.clone();
+        async move {
+            match read_with_tip {
+                Some(window) => Ok(window),
+                None => fetch_range(shared, from, count, Details::Accounts).await,
+            }
+        }
     }
 
+    /// The window read with the tip when it starts at `from`; else the
+    /// batch size up to the tip as last seen, and nothing past it (a new
+    /// block is found by the next [`tip`](BlockSource::tip), not by
+    /// reading on speculation).
     fn batch_len(&self, from: u64) -> usize {
+        if let Some(len) = lock(&self.window)
+            .as_ref()
+            .filter(|w| w.first().is_some_and(|f| f.block.height == from))
+            .map(Vec::len)
+        {
+            return len;
+        }
         let tip = self.known_tip.load(Ordering::Relaxed);
         let room = tip.saturating_add(1).saturating_sub(from);
-        let want = self.cfg.blocks_per_request.clamp(1, MAX_BLOCKS_PER_REQUEST) as u64;
-        room.min(want).max(u64::from(room == 0)) as usize
+        room.min(self.window_len() as u64) as usize
     }
 }
 
+/// A poisoned lock only means a panic elsewhere; what it guards is whole.
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 impl Shared {
+    /// Slots per window.
+    fn window_len(&self) -> usize {
+        self.cfg.blocks_per_request.clamp(1, MAX_BLOCKS_PER_REQUEST)
+    }
+
+    /// The window read with the tip, when it starts at `from`. Any other
+    /// ask drops it: the stream went elsewhere (a reorg walk).
+    fn take_window(&self, from: u64) -> Option<Vec<Fetched>> {
+        lock(&self.window)
+            .take()
+            .filter(|w| w.first().is_some_and(|f| f.block.height == from))
+    }
+
+    fn last_tip(&self) -> Option<BlockRef> {
+        lock(&self.last_tip).clone()
+    }
+
+    fn remember_tip(&self, tip: &BlockRef) {
+        self.known_tip.store(tip.height, Ordering::Relaxed);
+        *lock(&self.last_tip) = Some(tip.clone());
+    }
+
     /// The commitment the watcher follows.
     fn following(&self) -> &'static str {
         if self.cfg.show_confirmed {
@@ -337,18 +411,21 @@ impl Shared {
     ) -> Result<UiConfirmedBlock, SourceError> {
         self.get_block_answer(slot, details, commitment)
             .await?
-            .map_err(|e| {
-                let why = match e {
-                    AnswerError::NoResult => format!("no block at slot {slot}"),
-                    // Asking again never brings a cleaned-up block back.
-                    AnswerError::Rpc {
-                        code: BLOCK_CLEANED_UP,
-                        message,
-                    } => return SourceError::Fatal(self.cleaned_up(slot, &message)),
-                    e => format!("slot {slot}: {e}"),
-                };
-                SourceError::Transient(format!("getBlock at {}: {why}", self.host))
-            })
+            .map_err(|e| self.refused(slot, e))
+    }
+
+    /// A `getBlock` the node refused, as an error of ours.
+    fn refused(&self, slot: u64, e: AnswerError) -> SourceError {
+        let why = match e {
+            AnswerError::NoResult => format!("no block at slot {slot}"),
+            // Asking again never brings a cleaned-up block back.
+            AnswerError::Rpc {
+                code: BLOCK_CLEANED_UP,
+                message,
+            } => return SourceError::Fatal(self.cleaned_up(slot, &message)),
+            e => format!("slot {slot}: {e}"),
+        };
+        SourceError::Transient(format!("getBlock at {}: {why}", self.host))
     }
 
     /// The oldest block the node still serves (`getFirstAvailableBlock`).
@@ -444,10 +521,32 @@ async fn fetch_range(
     count: usize,
     details: Details,
 ) -> Result<Vec<Fetched>, SourceError> {
-    let end = from + count as u64;
     let listed = shared.produced(from, count).await?;
+    fetch_listed(shared, from, count, &listed, details, NotYet::Fails).await
+}
+
+/// What a listed block the node does not serve yet does to a window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NotYet {
+    /// It fails the window: the stream asked for it, and asks again.
+    Fails,
+    /// The window ends below it: read with the tip, the newest block may
+    /// still be being written (agave -32014; providers -32004, or null).
+    EndsBelow,
+}
+
+/// [`fetch_range`] once the produced slots from `from` on are `listed`.
+async fn fetch_listed(
+    shared: Arc<Shared>,
+    from: u64,
+    count: usize,
+    listed: &[u64],
+    details: Details,
+    not_yet_served: NotYet,
+) -> Result<Vec<Fetched>, SourceError> {
+    let mut end = from + count as u64;
     let inside: Vec<u64> = listed.iter().copied().filter(|s| *s < end).collect();
-    let above = listed.iter().copied().find(|s| *s >= end);
+    let mut above = listed.iter().copied().find(|s| *s >= end);
     let commitment = shared.following();
 
     // Every produced block of the window at once (the pacer spaces them).
@@ -455,15 +554,31 @@ async fn fetch_range(
     for slot in inside.iter().copied() {
         let s = shared.clone();
         calls.spawn(async move {
-            let b = s.get_block(slot, details, commitment).await?;
+            let b = s.get_block_answer(slot, details, commitment).await?;
             Ok::<_, SourceError>((slot, b))
         });
     }
-    let mut blocks: Vec<(u64, UiConfirmedBlock)> = Vec::with_capacity(inside.len());
+    let mut answers = Vec::with_capacity(inside.len());
     while let Some(done) = calls.join_next().await {
-        blocks.push(done.map_err(|e| SourceError::Transient(format!("getBlock task: {e}")))??);
+        answers.push(done.map_err(|e| SourceError::Transient(format!("getBlock task: {e}")))??);
     }
-    blocks.sort_by_key(|(slot, _)| *slot);
+    answers.sort_by_key(|(slot, _)| *slot);
+    if not_yet_served == NotYet::EndsBelow {
+        if let Some(first) = answers
+            .iter()
+            .position(|(_, a)| a.as_ref().is_err_and(not_yet))
+        {
+            // The skipped slots right below it are named after it: they
+            // wait for it too.
+            answers.truncate(first);
+            end = answers.last().map_or(from, |(slot, _)| slot + 1);
+            above = None;
+        }
+    }
+    let mut blocks: Vec<(u64, UiConfirmedBlock)> = Vec::with_capacity(answers.len());
+    for (slot, answer) in answers {
+        blocks.push((slot, answer.map_err(|e| shared.refused(slot, e))?));
+    }
 
     // The block above the window names the skipped slots at its end.
     let trailing = inside.last().map_or(count > 0, |last| last + 1 < end);
@@ -475,7 +590,7 @@ async fn fetch_range(
         _ => None,
     };
 
-    let mut out = Vec::with_capacity(count);
+    let mut out = Vec::with_capacity(usize::try_from(end - from).unwrap_or(count));
     let mut next = from;
     let mut last_produced: Option<u64> = None;
     let mut anchors: Vec<(Header, Option<UiConfirmedBlock>)> = Vec::new();
@@ -524,6 +639,7 @@ async fn fetch_range(
         last_produced = Some(header.slot);
     }
     debug!(from, count, got = out.len(), "fetched slots");
+    debug_assert!(out.len() <= count);
     Ok(out)
 }
 
@@ -541,11 +657,112 @@ impl BlockSource for SolanaSource {
     }
 
     /// The latest block at the commitment followed (`confirmed` when
-    /// `show_confirmed`, else `finalized`).
+    /// `show_confirmed`, else `finalized`). Once the stream has everything
+    /// up to the last tip, only what is new is read (see the module docs).
     async fn tip(&self) -> Result<BlockRef, SourceError> {
         self.shared.check_genesis().await?;
+        let caught_up = self
+            .shared
+            .last_tip()
+            .filter(|t| t.height < self.shared.served_to.load(Ordering::Relaxed));
+        match caught_up {
+            Some(last) => self.tip_past(last).await,
+            None => self.tip_at_slot().await,
+        }
+    }
+
+    async fn final_height(&self) -> Result<u64, SourceError> {
+        self.shared.slot("finalized").await
+    }
+
+    async fn block(&self, height: u64) -> Result<Option<SourceBlock>, SourceError> {
+        let mut ahead = self.ahead.lock().await;
+        let Some(f) = ahead.fetched(height, &self.shared).await? else {
+            return Ok(None);
+        };
+        let done = self.translate(f);
+        match &done {
+            Ok(_) => self.shared.served_to.store(height + 1, Ordering::Relaxed),
+            Err(e) => {
+                warn!(error = %e, slot = height, "unusable answer; nothing from it is recorded");
+                ahead.clear();
+            }
+        }
+        done.map(Some)
+    }
+
+    /// Asked only to check the final height: the block as finalized (a
+    /// header, `transactionDetails: "none"`), kept since it never changes.
+    /// A slot the node skipped, or has not finalized by the time it is
+    /// asked (a lagging backend), is read at the commitment followed.
+    async fn block_ref(&self, height: u64) -> Result<Option<BlockRef>, SourceError> {
+        if let Some(known) = lock(&self.shared.final_checked)
+            .as_ref()
+            .filter(|b| b.height == height)
+        {
+            return Ok(Some(known.clone()));
+        }
+        match self
+            .shared
+            .get_block_answer(height, Details::None, "finalized")
+            .await?
+        {
+            Ok(b) => {
+                let found = Header::of(height, &b)?.block_ref();
+                *lock(&self.shared.final_checked) = Some(found.clone());
+                Ok(Some(found))
+            }
+            Err(e) if not_yet(&e) || skipped(&e) => {
+                let got = fetch_range(self.shared.clone(), height, 1, Details::None).await?;
+                Ok(got.into_iter().next().map(|f| f.block))
+            }
+            Err(e) => Err(self.shared.refused(height, e)),
+        }
+    }
+}
+
+impl SolanaSource {
+    /// The tip when the stream has everything up to `last`: the produced
+    /// slots past it, read whole as the stream's next window when they are
+    /// all there is; `last` again when nothing is new.
+    async fn tip_past(&self, last: BlockRef) -> Result<BlockRef, SourceError> {
+        let from = last.height + 1;
+        let limit = self.shared.window_len();
+        let listed = self.shared.produced(from, limit).await?;
+        if listed.len() >= limit {
+            // More than a window is new: catching up, window by window.
+            return self.tip_at_slot().await;
+        }
+        let Some(newest) = listed.last() else {
+            return Ok(last);
+        };
+        let count = usize::try_from(newest - from + 1).unwrap_or(usize::MAX);
+        let window = fetch_listed(
+            self.shared.clone(),
+            from,
+            count,
+            &listed,
+            Details::Accounts,
+            NotYet::EndsBelow,
+        )
+        .await?;
+        let Some(tip) = window.last().map(|f| f.block.clone()) else {
+            return Ok(last);
+        };
+        self.shared.remember_tip(&tip);
+        *lock(&self.shared.window) = Some(window);
+        Ok(tip)
+    }
+
+    /// The tip by `getSlot` and that block's header; the last tip again
+    /// when the slot has not moved.
+    async fn tip_at_slot(&self) -> Result<BlockRef, SourceError> {
         let commitment = self.shared.following();
         let slot = self.shared.slot(commitment).await?;
+        let last = self.shared.last_tip();
+        if let Some(last) = last.as_ref().filter(|t| t.height == slot) {
+            return Ok(last.clone());
+        }
         let b = match self
             .shared
             .get_block_answer(slot, Details::None, commitment)
@@ -556,12 +773,6 @@ impl BlockSource for SolanaSource {
             // -32014; load-balanced providers -32004, or null): "not yet",
             // not a failing node. The tip stays where it was.
             Err(e) if not_yet(&e) => {
-                let last = self
-                    .shared
-                    .last_tip
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .clone();
                 return last.ok_or_else(|| {
                     SourceError::Transient(format!(
                         "getBlock at {}: the newest block, slot {slot}, is not served yet",
@@ -577,44 +788,27 @@ impl BlockSource for SolanaSource {
             }
         };
         let tip = Header::of(slot, &b)?.block_ref();
-        self.shared.known_tip.store(slot, Ordering::Relaxed);
-        *self
-            .shared
-            .last_tip
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = Some(tip.clone());
+        self.shared.remember_tip(&tip);
         Ok(tip)
-    }
-
-    async fn final_height(&self) -> Result<u64, SourceError> {
-        self.shared.slot("finalized").await
-    }
-
-    async fn block(&self, height: u64) -> Result<Option<SourceBlock>, SourceError> {
-        let mut ahead = self.ahead.lock().await;
-        let Some(f) = ahead.fetched(height, &self.shared).await? else {
-            return Ok(None);
-        };
-        let done = self.translate(f);
-        if let Err(e) = &done {
-            warn!(error = %e, slot = height, "unusable answer; nothing from it is recorded");
-            ahead.clear();
-        }
-        done.map(Some)
-    }
-
-    /// Headers only (`transactionDetails: "none"`), past the read-ahead.
-    async fn block_ref(&self, height: u64) -> Result<Option<BlockRef>, SourceError> {
-        let got = fetch_range(self.shared.clone(), height, 1, Details::None).await?;
-        Ok(got.into_iter().next().map(|f| f.block))
     }
 }
 
-/// A node's way of saying a block exists but is not served yet.
 /// agave's `RpcCustomError::BlockCleanedUp`: the slot is older than the
 /// node's ledger keeps.
 const BLOCK_CLEANED_UP: i64 = -32001;
 
+/// agave's `SlotSkipped` (-32007) and `LongTermStorageSlotSkipped` (-32009).
+fn skipped(e: &AnswerError) -> bool {
+    matches!(
+        e,
+        AnswerError::Rpc {
+            code: -32007 | -32009,
+            ..
+        }
+    )
+}
+
+/// A node's way of saying a block exists but is not served yet.
 fn not_yet(e: &AnswerError) -> bool {
     matches!(
         e,

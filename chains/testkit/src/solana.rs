@@ -229,6 +229,12 @@ impl SolanaNode {
         lock(&self.shared).requests
     }
 
+    /// JSON-RPC calls answered so far, by method (each call of a batch
+    /// counts; refused HTTP requests, 429 or 503, hold no call).
+    pub fn calls(&self) -> std::collections::BTreeMap<String, u64> {
+        lock(&self.shared).calls.clone()
+    }
+
     /// The `transactionDetails` of every `getBlock` asked so far, in order
     /// (`"full"` when the request named none).
     pub fn block_details_asked(&self) -> Vec<String> {

@@ -2,6 +2,7 @@
 //! listener: a full HTTP stack would add nothing a test needs, and the raw
 //! one makes faults (429, 503, slowness) exact.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -29,6 +30,9 @@ pub(crate) struct Served {
     pub(crate) ledger: Ledger,
     pub(crate) fault: SolanaFault,
     pub(crate) requests: u64,
+    /// JSON-RPC calls answered, by method (a batch counts each of its
+    /// calls): public endpoints budget each method on its own.
+    pub(crate) calls: BTreeMap<String, u64>,
     /// `transactionDetails` of each `getBlock` asked, in order.
     pub(crate) block_details: Vec<String>,
     /// Bytes of response bodies sent, as sent (compressed or not).
@@ -184,6 +188,8 @@ fn respond(shared: &Shared, body: &[u8]) -> Vec<u8> {
 
 /// [`handle`], after the faults that answer one method with an error.
 fn handle_served(s: &mut Served, req: &Value) -> Value {
+    let method = req.get("method").and_then(Value::as_str).unwrap_or("");
+    *s.calls.entry(method.to_owned()).or_default() += 1;
     if req.get("method").and_then(Value::as_str) == Some("getBlock") {
         let details = req
             .pointer("/params/1/transactionDetails")
