@@ -47,8 +47,12 @@ enum Command {
     /// Accounts' USD balances: read one, pay from one.
     #[command(subcommand)]
     Balance(BalanceCommand),
-    /// Each watcher's tip, cursor, lag and last error.
+    /// Each watcher's tip, cursor, lag and last error, and the gaps
+    /// accepted in its history.
     Status,
+    /// A watcher's history.
+    #[command(subcommand)]
+    Chain(ChainCommand),
     /// Check the money rules against the database: no top-up credited twice
     /// or unsettled, none settled uncredited, no reversal without its
     /// credit, and the ledger's sum. Exits non-zero naming each violation.
@@ -110,6 +114,29 @@ enum IntentCommand {
         id: i64,
         #[arg(long)]
         note: Option<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum ChainCommand {
+    /// Let a watcher that halted because its node no longer has some blocks
+    /// (past a Solana node's retention) go on from RESUME_AT, skipping the
+    /// heights between. Payments in them are never seen: the gap is
+    /// recorded with who accepted it and why, and `status` shows it. Only a
+    /// halted watcher; paywatch resumes there once restarted.
+    AcceptGap {
+        #[arg(long)]
+        network: String,
+        /// The first height to read again: the node's first available
+        /// block, as the halt message names it.
+        #[arg(long)]
+        resume_at: u64,
+        /// Who accepts it.
+        #[arg(long)]
+        by: String,
+        /// Why, in a sentence.
+        #[arg(long)]
+        reason: String,
     },
 }
 
@@ -398,6 +425,24 @@ async fn run() -> anyhow::Result<()> {
         Command::Migrate => println!("migrations applied ({})", ctx.store.dialect().as_str()),
         Command::Intent(c) => intent(&ctx, c).await?,
         Command::Balance(c) => balance(&ctx, c).await?,
+        Command::Chain(ChainCommand::AcceptGap {
+            network,
+            resume_at,
+            by,
+            reason,
+        }) => {
+            let network: Network = network.parse()?;
+            let gap = ctx
+                .store
+                .accept_gap(network, resume_at, &by, &reason, ctx.clock.now_ms())
+                .await?
+                .context("gap_refused")?;
+            println!(
+                "{network}: heights {}..={} skipped (gap {}, accepted by {}); restart paywatch \
+                 to resume at {resume_at}",
+                gap.from_height, gap.to_height, gap.id, gap.accepted_by
+            );
+        }
         Command::Addresses(AddressCommand::Import { network, file }) => {
             let network: Network = network.parse()?;
             let text = std::fs::read_to_string(&file).with_context(|| format!("reading {file}"))?;
@@ -491,6 +536,12 @@ async fn run() -> anyhow::Result<()> {
                         s.cursor_height,
                         s.final_height,
                         s.last_error.unwrap_or_default()
+                    );
+                }
+                for g in ctx.store.chain_gaps(network).await? {
+                    println!(
+                        "{network}: gap {}..={} skipped, never read: accepted by {} at {} ms: {}",
+                        g.from_height, g.to_height, g.accepted_by, g.accepted_at_ms, g.reason
                     );
                 }
             }

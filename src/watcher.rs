@@ -442,11 +442,17 @@ impl Watcher {
             Ok(status) => status.and_then(|s| s.start_height),
             Err(e) => return Err((source, e.into())),
         };
-        let start = match (stored_start, cursor.first(), self.cfg.start_height) {
-            (Some(h), _, _) => h,
-            (None, Some(first), _) => first.height,
-            (None, None, Some(h)) => h,
-            (None, None, None) => match source.tip().await {
+        // Past an accepted gap the chain starts over at its end.
+        let resume = match self.deps.store.resume_height(network).await {
+            Ok(h) => h,
+            Err(e) => return Err((source, e.into())),
+        };
+        let start = match (resume, stored_start, cursor.first(), self.cfg.start_height) {
+            (Some(h), ..) => h,
+            (None, Some(h), _, _) => h,
+            (None, None, Some(first), _) => first.height,
+            (None, None, None, Some(h)) => h,
+            (None, None, None, None) => match source.tip().await {
                 Ok(t) => t.height,
                 Err(e) => {
                     self.metrics.record_source_error();

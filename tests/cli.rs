@@ -510,6 +510,51 @@ enabled = true
         ],
     )
     .fails_with("conflict");
+
+    // Skipping past blocks a node no longer has: only for a halted watcher,
+    // and then on record.
+    let accept = [
+        "chain",
+        "accept-gap",
+        "--network",
+        "solana",
+        "--resume-at",
+        "500",
+        "--by",
+        "ops-alice",
+        "--reason",
+        "node retention passed",
+    ];
+    let refused = run(c, &accept).fails_with("gap_refused");
+    assert!(refused.contains("has read no block yet"), "{refused}");
+    runtime().block_on(async {
+        let store = Store::connect(url).await.expect("connect");
+        store
+            .execute_raw(
+                "INSERT INTO chain_state (network, cursor_height, cursor_hash, watcher_state, \
+                 last_error, updated_at) VALUES ('solana', 399, 'h399', 'halted', \
+                 'the node no longer has slot 400', 0)",
+            )
+            .await
+            .expect("a halted Solana watcher");
+        store.close().await;
+    });
+    let out = run(c, &accept).ok();
+    assert!(
+        out.contains("solana: heights 400..=499 skipped") && out.contains("resume at 500"),
+        "{out}"
+    );
+    let again = run(c, &accept).fails_with("gap_refused");
+    assert!(
+        again.contains("restart paywatch to resume at 500"),
+        "{again}"
+    );
+    let out = run(c, &["status"]).ok();
+    assert!(
+        out.contains("solana: gap 400..=499 skipped, never read: accepted by ops-alice at")
+            && out.contains("node retention passed"),
+        "{out}"
+    );
 }
 
 #[test]

@@ -529,6 +529,107 @@ async fn a_watcher_behind_the_nodes_retention_halts_naming_the_gap() {
     );
 }
 
+/// After that halt an operator with no node holding the history may accept
+/// the gap: the watcher resumes at the node's first available slot, a
+/// payment after it is paid, the one inside it is never seen, and the gap
+/// stays on record with who accepted it and why. Only a halted watcher's
+/// gap is accepted, and only one that skips something.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_accepted_gap_resumes_at_the_nodes_first_slot_and_stays_on_record() {
+    use paywatch::store::GapRefusal;
+    use paywatch_core::Network;
+
+    // On PostgreSQL: the retention halt above runs on SQLite.
+    let mut w = solana_world(SolanaOptions {
+        backend: Backend::Postgres,
+        ..SolanaOptions::default()
+    })
+    .await;
+    let in_gap = w.daemon.order("in-the-gap", "100").await;
+    let start = w.node.slots().1;
+    w.daemon.wait_cursor(start).await;
+    let now = w.daemon.ctx.clock.now_ms();
+    let refused = w
+        .daemon
+        .ctx
+        .store
+        .accept_gap(Network::Solana, start + 100, "ops-alice", "retention", now)
+        .await
+        .unwrap();
+    assert!(
+        matches!(refused, Err(GapRefusal::NotHalted { .. })),
+        "a watcher that did not halt never skips: {refused:?}"
+    );
+    w.daemon.stop().await;
+    w.pay_sol(&in_gap.address, SOL_FOR_100_USD);
+    for _ in 0..40 {
+        w.confirm();
+    }
+    w.finalize();
+    let first = w.node.slots().1 - 10;
+    w.node.forget_below(first);
+
+    w.daemon.start_again().await;
+    let halted = w.daemon.wait_chain_state("halted").await;
+    let cursor = halted.cursor_height.expect("a cursor before the gap");
+    let e = halted.last_error.unwrap_or_default();
+    assert!(
+        e.contains(&format!(
+            "paywatch chain accept-gap --network solana --resume-at {first}"
+        )),
+        "the halt names the way to accept the gap: {e}"
+    );
+    let store = w.daemon.ctx.store.clone();
+    for (resume_at, by, reason) in [(cursor + 1, "ops-alice", "x"), (first, "ops-alice", " ")] {
+        let refused = store
+            .accept_gap(Network::Solana, resume_at, by, reason, now)
+            .await
+            .unwrap();
+        assert!(
+            matches!(
+                refused,
+                Err(GapRefusal::NothingSkipped { .. } | GapRefusal::Unexplained)
+            ),
+            "{refused:?}"
+        );
+    }
+    let gap = store
+        .accept_gap(
+            Network::Solana,
+            first,
+            "ops-alice",
+            "node retention passed; no archive provider",
+            now,
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((gap.from_height, gap.to_height), (cursor + 1, first - 1));
+
+    w.daemon.stop().await;
+    w.daemon.start_again().await;
+    let after = w.daemon.order("after-the-gap", "100").await;
+    w.pay_sol(&after.address, SOL_FOR_100_USD);
+    w.settle();
+    w.daemon
+        .wait_for(after.id, "paid past the gap", |r| r.status == Status::Paid)
+        .await;
+    let store = w.daemon.ctx.store.clone();
+    let status = store.chain_status(Network::Solana).await.unwrap().unwrap();
+    assert_eq!(status.watcher_state, "running");
+    assert!(status.cursor_height.is_some_and(|c| c >= first));
+    assert_eq!(
+        w.daemon.intent(in_gap.id).await.amount_pending,
+        Amount(0),
+        "the payment inside the gap was never seen"
+    );
+    assert_eq!(
+        store.chain_gaps(Network::Solana).await.unwrap(),
+        vec![gap],
+        "the gap stays on record"
+    );
+}
+
 /// Public endpoints allow about 100 MB per 30 s, and a mainnet block read
 /// with `transactionDetails: "full"` is several MB of instructions and
 /// logs paywatch never reads. Blocks are asked as account lists (keys,

@@ -54,7 +54,8 @@ impl Store {
         Ok(())
     }
 
-    /// The last `depth` connected blocks, ascending: the canonical stream's cursor.
+    /// The last `depth` connected blocks, ascending: the canonical stream's
+    /// cursor. Blocks below an accepted gap are no longer part of it.
     pub async fn load_cursor(
         &self,
         network: Network,
@@ -62,6 +63,7 @@ impl Store {
     ) -> Result<Vec<BlockRef>, StoreError> {
         let rows = sqlx::query(
             "SELECT height, hash, parent FROM blocks WHERE network = $1 AND orphaned_at IS NULL \
+             AND height > COALESCE((SELECT MAX(g.to_height) FROM chain_gaps g WHERE g.network = $1), -1) \
              ORDER BY height DESC LIMIT $2",
         )
         .bind(network.as_str())

@@ -71,6 +71,11 @@ const POSTGRES: Embedded = &[
         "sessions and token names",
         include_str!("../../migrations/postgres/0012_sessions_and_token_names.sql"),
     ),
+    (
+        13,
+        "chain gaps",
+        include_str!("../../migrations/postgres/0013_chain_gaps.sql"),
+    ),
 ];
 const SQLITE: Embedded = &[
     (
@@ -132,6 +137,11 @@ const SQLITE: Embedded = &[
         12,
         "sessions and token names",
         include_str!("../../migrations/sqlite/0012_sessions_and_token_names.sql"),
+    ),
+    (
+        13,
+        "chain gaps",
+        include_str!("../../migrations/sqlite/0013_chain_gaps.sql"),
     ),
 ];
 

@@ -12,6 +12,7 @@ mod dialect;
 mod error;
 mod facts;
 mod finality;
+mod gaps;
 mod intents;
 mod invariants;
 mod leases;
@@ -40,6 +41,7 @@ pub(crate) use dialect::Col;
 pub use dialect::{redact_url, Dialect};
 pub use error::StoreError;
 pub(crate) use facts::{Facts, SettlementRow};
+pub use gaps::{ChainGap, GapRefusal};
 pub use intents::{
     Declared, IntentEvent, IntentRecord, NewIntentRow, SettlementRecord, MAX_DECLARATIONS,
 };

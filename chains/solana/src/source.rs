@@ -422,7 +422,7 @@ impl Shared {
             AnswerError::Rpc {
                 code: BLOCK_CLEANED_UP,
                 message,
-            } => return SourceError::Fatal(self.cleaned_up(slot, &message)),
+            } => return SourceError::Fatal(self.cleaned_up(slot, &message, None)),
             e => format!("slot {slot}: {e}"),
         };
         SourceError::Transient(format!("getBlock at {}: {why}", self.host))
@@ -435,13 +435,20 @@ impl Shared {
 
     /// Why a watcher that needs `slot` cannot go on at this node: what it
     /// cleaned up, and the two ways out.
-    fn cleaned_up(&self, slot: u64, node_says: &str) -> String {
+    /// `first` is the node's first available block, when known.
+    fn cleaned_up(&self, slot: u64, node_says: &str, first: Option<u64>) -> String {
+        let resume_at = first.map_or_else(
+            || "<its first available slot>".to_owned(),
+            |f| f.to_string(),
+        );
         format!(
             "the node at {} no longer has slot {slot} ({node_says}): paywatch needs every \
              block from slot {slot} on, and payments in the gap would be lost if it skipped \
              ahead. Point rpc.url at a node or provider that keeps history back to slot \
              {slot} (agave with --enable-rpc-bigtable-ledger-storage, or an archive \
-             provider) and restart",
+             provider) and restart; or, giving up on seeing payments in the skipped slots, \
+             run `paywatch chain accept-gap --network solana --resume-at {resume_at} --by \
+             NAME --reason TEXT` (the gap stays on record) and restart",
             self.host
         )
     }
@@ -615,6 +622,7 @@ async fn fetch_listed(
                 return Err(SourceError::Fatal(shared.cleaned_up(
                     from,
                     &format!("its first available block is {first}"),
+                    Some(first),
                 )));
             }
         }
