@@ -14,6 +14,11 @@
 //!   watcher step (a batch towards the tip, then the final-height check)
 //!   per simulated second, 2 or 3 new blocks before each (150 a minute);
 //! - `paywatch idle`: the same steps with no new block;
+//! - `paywatch catching up`: a second watcher started as many blocks
+//!   behind as the run produced, stepping until it reaches the tip: calls
+//!   and bytes per block, and the blocks an hour its default pace (10
+//!   requests a second, `rpc.requests_per_second`) allows, against the
+//!   9,000 mainnet makes;
 //! - `calls before case 8`: the calls issue 17 case 8 found each step made,
 //!   asked by hand over the same new blocks: `getSlot` and a header
 //!   `getBlock` for the tip, `getBlocksWithLimit` and a `getBlock` with
@@ -38,6 +43,8 @@ use solana_address::Address;
 const CALLS_PER_MINUTE: u64 = 100 * 6;
 const CALLS_PER_METHOD_PER_MINUTE: u64 = 40 * 6;
 const BYTES_PER_MINUTE: u64 = 100_000_000 * 2;
+/// paywatch's default `rpc.requests_per_second` for Solana.
+const DEFAULT_REQUESTS_PER_SECOND: u64 = 10;
 /// Mainnet: a slot every 400 ms; paywatch polls every second by default.
 const SLOTS_PER_MINUTE: u64 = 150;
 const STEPS_PER_MINUTE: u64 = 60;
@@ -261,6 +268,37 @@ async fn main() -> anyhow::Result<()> {
         watcher_step(&mut stream).await?;
     }
     before.since(&node).print("paywatch idle", a.minutes, 0);
+
+    // As far behind as the run produced, with the daemon's settings.
+    let tip = node.slots().1;
+    let behind = SolanaSource::new(
+        SolanaConfig {
+            url: node.url(),
+            max_requests_per_second: 0,
+            ..SolanaConfig::default()
+        },
+        Arc::new(WatchSet::new(Network::Solana).keyed(watch_key())),
+    )?;
+    let mut catching_up = CanonicalStream::new(behind, Vec::new(), tip + 1 - blocks, 64);
+    let before = Spent::now(&node);
+    while catching_up.cursor_tip().is_none_or(|c| c.height < tip) {
+        watcher_step(&mut catching_up).await?;
+    }
+    let spent = before.since(&node);
+    let calls: u64 = spent.calls.values().sum();
+    println!(
+        "paywatch catching up   {calls} calls for {blocks} blocks ({} per block), {} MB \
+         ({} MB per block); at {DEFAULT_REQUESTS_PER_SECOND} requests/s: {} blocks an hour \
+         (mainnet makes {})",
+        decimal(calls, blocks, 2),
+        decimal(spent.bytes, 1_000_000, 3),
+        decimal(spent.bytes, blocks * 1_000_000, 3),
+        DEFAULT_REQUESTS_PER_SECOND * 3_600 * blocks / calls.max(1),
+        SLOTS_PER_MINUTE * 60,
+    );
+    for (m, n) in &spent.calls {
+        println!("{:<24} {m:<20} {n:>6}", "");
+    }
 
     let http = reqwest::Client::builder().no_gzip().build()?;
     let mut next = node.slots().1 + 1;
