@@ -287,6 +287,22 @@ async fn support_accepts_a_late_payment_in_the_browser_and_it_leaves_the_queue(b
     let tip = w.h.chain.height().to_string();
     assert!(litecoin.contains("running"), "{litecoin}");
     assert!(litecoin.contains(&tip), "tip {tip}: {litecoin}");
+    // An accepted gap is shown, its reason as text.
+    w.h.store
+        .execute_raw(
+            "INSERT INTO chain_gaps (network, from_height, to_height, accepted_at, accepted_by, \
+             reason) VALUES ('litecoin', 7, 9, 1000, 'ops-alice', '<b>pruned</b> past it')",
+        )
+        .await
+        .unwrap();
+    browser.goto(&w.url("/console/watchers")).await;
+    let gaps = browser.text("#gaps").await;
+    assert!(
+        gaps.contains("7–9")
+            && gaps.contains("ops-alice")
+            && gaps.contains("<b>pruned</b> past it"),
+        "{gaps}"
+    );
     browser.quit().await;
 }
 

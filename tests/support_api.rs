@@ -408,6 +408,23 @@ async fn a_dismissed_case_settles_nothing_and_search_finds_cases(b: Backend) {
         .await;
     assert_eq!(st, StatusCode::OK);
     assert_eq!(health["watchers"][0]["network"], json!("litecoin"));
+    assert_eq!(health["watchers"][0]["gaps"], json!([]));
+    w.h.store
+        .execute_raw(
+            "INSERT INTO chain_gaps (network, from_height, to_height, accepted_at, accepted_by, \
+             reason) VALUES ('litecoin', 7, 9, 1000, 'ops-alice', 'pruned past it')",
+        )
+        .await
+        .unwrap();
+    let (_, health) = w
+        .call(Method::GET, "/v1/watchers", SUPPORT, None, None)
+        .await;
+    assert_eq!(
+        health["watchers"][0]["gaps"],
+        json!([{"from_height": "7", "to_height": "9", "accepted_at_ms": 1000,
+            "accepted_by": "ops-alice", "reason": "pruned past it"}]),
+        "support sees the heights never read, to answer who paid in them"
+    );
     let (st, _) = w
         .call(Method::GET, "/v1/watchers", STOREFRONT, None, None)
         .await;

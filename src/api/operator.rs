@@ -18,7 +18,7 @@ use super::storefront::body;
 use super::support::transfer_json;
 use super::ApiState;
 use crate::store::{
-    CaseTransfer, ChainStatus, IntentRecord, RescanOutcome, RescanRefusal, RescanRequest,
+    CaseTransfer, ChainGap, ChainStatus, IntentRecord, RescanOutcome, RescanRefusal, RescanRequest,
 };
 
 #[derive(Debug, Deserialize)]
@@ -114,6 +114,9 @@ pub(crate) struct WatcherHealth {
     pub(crate) network: Network,
     /// `None` until the watcher first records progress.
     pub(crate) status: Option<ChainStatus>,
+    /// Heights an operator accepted it skips, never read: payments in them
+    /// were never seen.
+    pub(crate) gaps: Vec<ChainGap>,
 }
 
 impl WatcherHealth {
@@ -130,7 +133,12 @@ pub(crate) async fn watcher_health(s: &ApiState) -> Result<Vec<WatcherHealth>, A
     let mut out = Vec::new();
     for network in s.ctx.settings.enabled_networks() {
         let status = s.ctx.store.chain_status(network).await?;
-        out.push(WatcherHealth { network, status });
+        let gaps = s.ctx.store.chain_gaps(network).await?;
+        out.push(WatcherHealth {
+            network,
+            status,
+            gaps,
+        });
     }
     Ok(out)
 }
@@ -156,8 +164,9 @@ pub(crate) async fn watchers(
                 "lag_blocks": w.lag_blocks(),
                 "last_error": c.last_error,
                 "updated_at_ms": c.updated_at_ms,
+                "gaps": w.gaps.iter().map(gap_json).collect::<Vec<_>>(),
             }),
-            None => json!({"network": w.network.as_str(), "state": "starting"}),
+            None => json!({"network": w.network.as_str(), "state": "starting", "gaps": []}),
         })
         .collect();
     Ok(Json(json!({"watchers": out})))
@@ -174,6 +183,16 @@ fn enabled_network(s: &ApiState, name: &str) -> Result<Network, ApiError> {
         )));
     }
     Ok(network)
+}
+
+fn gap_json(g: &ChainGap) -> Value {
+    json!({
+        "from_height": g.from_height.to_string(),
+        "to_height": g.to_height.to_string(),
+        "accepted_at_ms": g.accepted_at_ms,
+        "accepted_by": g.accepted_by,
+        "reason": g.reason,
+    })
 }
 
 fn rescan_json(r: &RescanRequest) -> Value {

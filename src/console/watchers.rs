@@ -56,6 +56,28 @@ pub(crate) async fn page(
             h.raw("</tr>");
         }
         h.raw("</tbody></table>");
+        let gaps: Vec<_> = watchers
+            .iter()
+            .flat_map(|w| w.gaps.iter().map(move |g| (w.network, g)))
+            .collect();
+        if !gaps.is_empty() {
+            // Payments in these heights were never seen: support answers
+            // the customers who paid in them from here.
+            h.raw("<h2>Accepted gaps: never read</h2>")
+                .raw("<table id=\"gaps\"><thead><tr><th>Network</th><th>Heights</th>")
+                .raw("<th>Accepted by</th><th>At</th><th>Reason</th></tr></thead><tbody>");
+            for (network, g) in gaps {
+                h.raw("<tr>").cells(&[
+                    &network.as_str(),
+                    &format!("{}–{}", g.from_height, g.to_height),
+                    &g.accepted_by,
+                    &utc(g.accepted_at_ms),
+                    &g.reason,
+                ]);
+                h.raw("</tr>");
+            }
+            h.raw("</tbody></table>");
+        }
     }
     Ok(html::page(StatusCode::OK, "Watchers", Some(role), &h))
 }
