@@ -19,6 +19,7 @@ mod paced_http;
 mod rpc;
 mod scan;
 mod source;
+mod tip_cache;
 pub mod types;
 
 pub use extract::{extract, ExtractError, ExtractReport, FoundPayment};

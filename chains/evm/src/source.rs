@@ -22,6 +22,7 @@ use crate::batch_size::BatchSize;
 use crate::heads::HeadTrigger;
 use crate::rpc::{CallError, Rpc};
 use crate::scan::{paying_transactions, scan, BlockAnswers, Tokens, TRANSFER_TOPIC};
+use crate::tip_cache::TipCache;
 use crate::types::{RpcBlock, RpcHeader, RpcLog, RpcReceipt, TxTrace};
 
 /// When a block counts as final.
@@ -107,6 +108,7 @@ pub struct EvmSource {
     ahead: Mutex<Ahead>,
     chain_checked: AtomicBool,
     heads: Option<HeadTrigger>,
+    seen: TipCache,
 }
 
 #[derive(Debug)]
@@ -152,6 +154,7 @@ impl EvmSource {
             ahead: Mutex::new(Ahead { reads, tip: None }),
             chain_checked: AtomicBool::new(false),
             heads,
+            seen: TipCache::default(),
         })
     }
 
@@ -681,6 +684,15 @@ impl BlockSource for EvmSource {
         if let Some(heads) = &self.heads {
             heads.ensure_running();
         }
+        let number: U64 = self
+            .shared
+            .rpc
+            .call("eth_blockNumber", ())
+            .await
+            .map_err(|e| self.shared.transient("eth_blockNumber", e))?;
+        if let Some(same) = self.seen.tip_at(number.to::<u64>()) {
+            return Ok(same);
+        }
         let tip = self.header(json!("latest")).await?.ok_or_else(|| {
             SourceError::Transient(format!(
                 "node at {} has no latest block",
@@ -697,25 +709,40 @@ impl BlockSource for EvmSource {
                 ahead.reads.clear();
             }
         }
-        Ok(block_ref(tip.number, tip.hash, tip.parent_hash))
+        let tip = block_ref(tip.number, tip.hash, tip.parent_hash);
+        self.seen.set_tip(&tip);
+        Ok(tip)
     }
 
+    /// Read again only once the tip has moved (see [`TipCache`]): finality
+    /// comes with new blocks, so a poll that found none would read the same.
     async fn final_height(&self) -> Result<u64, SourceError> {
+        let tip = self.shared.known_tip.load(Ordering::Relaxed);
         match self.shared.cfg.finality {
-            Finality::FinalizedTag => match self.header(json!("finalized")).await? {
-                Some(h) => Ok(h.number.to::<u64>()),
-                None => Ok(0),
-            },
+            Finality::FinalizedTag => {
+                if let Some(f) = self.seen.finalized_at(tip).filter(|_| tip > 0) {
+                    return Ok(f);
+                }
+                let f = match self.header(json!("finalized")).await? {
+                    Some(h) => h.number.to::<u64>(),
+                    None => 0,
+                };
+                self.seen.set_finalized(tip, f);
+                Ok(f)
+            }
             Finality::Confirmations(n) => {
-                let tip = self
-                    .header(json!("latest"))
-                    .await?
-                    .ok_or_else(|| SourceError::Transient("the node has no latest block".into()))?;
-                Ok(tip
-                    .number
-                    .to::<u64>()
-                    .saturating_add(1)
-                    .saturating_sub(u64::from(n.max(1))))
+                let tip = match tip {
+                    0 => self
+                        .header(json!("latest"))
+                        .await?
+                        .ok_or_else(|| {
+                            SourceError::Transient("the node has no latest block".into())
+                        })?
+                        .number
+                        .to::<u64>(),
+                    known => known,
+                };
+                Ok(tip.saturating_add(1).saturating_sub(u64::from(n.max(1))))
             }
         }
     }
@@ -736,12 +763,20 @@ impl BlockSource for EvmSource {
         done.map(Some)
     }
 
+    /// A final block is read once (see [`TipCache`]).
     async fn block_ref(&self, height: u64) -> Result<Option<BlockRef>, SourceError> {
-        Ok(self
+        if let Some(known) = self.seen.final_block(height) {
+            return Ok(Some(known));
+        }
+        let found = self
             .header(json!(U64::from(height)))
             .await?
             .filter(|h| h.number.to::<u64>() == height)
-            .map(|h| block_ref(h.number, h.hash, h.parent_hash)))
+            .map(|h| block_ref(h.number, h.hash, h.parent_hash));
+        if let Some(b) = &found {
+            self.seen.set_final_block(b);
+        }
+        Ok(found)
     }
 
     fn head_signal(&self) -> Option<Arc<Notify>> {

@@ -83,6 +83,8 @@ struct Seen {
     block_batches: Vec<usize>,
     /// `debug_traceBlockByHash` calls in each request let through that had any.
     trace_batches: Vec<usize>,
+    /// Calls let through, by method.
+    methods: std::collections::BTreeMap<String, u64>,
 }
 
 impl Seen {
@@ -236,6 +238,10 @@ async fn answer(
         seen.requests.push((calls.len(), !refused));
         seen.arrivals.push((Instant::now(), !refused));
         if !refused {
+            for c in &calls {
+                let method = c["method"].as_str().unwrap_or("").to_owned();
+                *seen.methods.entry(method).or_default() += 1;
+            }
             if blocks > 0 {
                 seen.block_batches.push(blocks);
             }
@@ -660,4 +666,65 @@ async fn an_empty_logs_answer_the_block_bloom_contradicts_is_not_trusted() {
 #[tokio::test]
 async fn traces_go_in_smaller_batches_of_their_own() {
     catch_up(Refusal::SlowTraces, 0).await;
+}
+
+/// Mainnet makes a block every 12 s and paywatch polls every second, so
+/// eleven polls in twelve find nothing new. An idle poll that reads whole
+/// blocks (the tip, the finalized block and the block checked for
+/// finality: three `eth_getBlockByNumber`, about 15 KB each of transaction
+/// hashes on mainnet) costs about 160 MB an hour. It asks for the block
+/// number, and for nothing else while that has not moved (the tip's header
+/// again only every 3 s, for a block replaced at the same height); a new
+/// block is still found on the next poll.
+#[tokio::test]
+async fn an_idle_poll_asks_only_for_the_block_number() {
+    use paywatch_core::CanonicalStream;
+
+    let node = AnvilNode::start(AnvilOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("anvil: {e}"));
+    let tip = node.mine(80).await.unwrap();
+    let proxy = Proxy::start(node.url(), Refusal::Nothing).await;
+    let src = EvmSource::new(
+        EvmConfig {
+            url: proxy.url.clone(),
+            chain_id: Some(CHAIN_ID),
+            ..EvmConfig::default()
+        },
+        Arc::new(WatchSet::new(Network::Ethereum).keyed(watch_key())),
+    )
+    .unwrap();
+    let mut stream = CanonicalStream::new(src, Vec::new(), tip - 10, 64);
+    async fn poll(stream: &mut CanonicalStream<EvmSource>) -> usize {
+        let events = stream.next_batch(100).await.unwrap();
+        stream.confirmed_final_height().await.unwrap();
+        events.len()
+    }
+    assert_eq!(poll(&mut stream).await, 11, "caught up");
+    poll(&mut stream).await;
+
+    let before = proxy.seen().methods.clone();
+    const POLLS: u64 = 10;
+    for _ in 0..POLLS {
+        assert_eq!(poll(&mut stream).await, 0);
+    }
+    let spent: std::collections::BTreeMap<String, u64> = proxy
+        .seen()
+        .methods
+        .iter()
+        .map(|(m, n)| (m.clone(), n - before.get(m).copied().unwrap_or(0)))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    assert_eq!(
+        spent.get("eth_getBlockByNumber"),
+        None,
+        "no block read while nothing moved: {spent:?}"
+    );
+    assert!(
+        spent.values().sum::<u64>() <= POLLS,
+        "one call a poll: {spent:?}"
+    );
+
+    node.mine(1).await.unwrap();
+    assert_eq!(poll(&mut stream).await, 1, "a new block is found at once");
 }
