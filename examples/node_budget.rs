@@ -6,9 +6,15 @@
 //! time. Solana's test node counts for itself: see `solana_budget`.
 //!
 //!   cargo run --all-features --example node_budget -- ethereum [--txs N] [--blocks B]
+//!   cargo run --all-features --example node_budget -- litecoin [--mempool M]
 //!
 //! - ethereum: anvil (`PAYWATCH_ANVIL`, or `deploy/install-nodes.sh`),
 //!   blocks of N ETH transfers (100); call traces off, as by default.
+//! - litecoin: Litecoin Core in regtest (`deploy/install-nodes.sh`), the node
+//!   source with the mempool followed (the default); after the phases below,
+//!   idle polls again with M transactions (20,000) waiting in the mempool,
+//!   none of them to a watched address. Per hour: 2.5 min blocks (24 blocks,
+//!   3,576 idle polls).
 //!
 //! Phases, each its own figures: catching up B blocks (200) from a cold
 //! start; following, one new block before each step; idle, steps with no
@@ -27,7 +33,7 @@ use axum::response::{IntoResponse, Response};
 use paywatch::settings::Settings;
 use paywatch_core::{BlockSource, CanonicalStream, Network};
 use paywatch_testkit::anvil::ACCOUNTS;
-use paywatch_testkit::{AnvilNode, AnvilOptions};
+use paywatch_testkit::{AnvilNode, AnvilOptions, LitecoinNode, NodeOptions};
 use serde_json::Value;
 
 /// What went through the proxy.
@@ -140,6 +146,7 @@ struct Args {
     network: String,
     txs: u64,
     blocks: u64,
+    mempool: u64,
 }
 
 fn args() -> anyhow::Result<Args> {
@@ -149,13 +156,15 @@ fn args() -> anyhow::Result<Args> {
         network,
         txs: 100,
         blocks: 200,
+        mempool: 20_000,
     };
     while let Some(flag) = it.next() {
         let value = it.next().with_context(|| format!("{flag} needs a value"))?;
         match flag.as_str() {
             "--txs" => a.txs = value.parse().context("--txs")?,
             "--blocks" => a.blocks = value.parse().context("--blocks")?,
-            f => bail!("unknown flag {f}; expected --txs N or --blocks B"),
+            "--mempool" => a.mempool = value.parse().context("--mempool")?,
+            f => bail!("unknown flag {f}; expected --txs N, --blocks B or --mempool M"),
         }
     }
     Ok(a)
@@ -192,9 +201,146 @@ impl Chain for Anvil {
     }
 }
 
+struct Litecoin {
+    node: LitecoinNode,
+    http: reqwest::Client,
+}
+
+impl Chain for Litecoin {
+    /// Blocks of the wallet's own payments: `txs` of them, then mined.
+    async fn add_block(&mut self, txs: u64) -> anyhow::Result<()> {
+        let to = self.node.new_address().await?;
+        for _ in 0..txs {
+            self.node.send(&to, "0.001").await?;
+        }
+        self.node.mine(1).await?;
+        Ok(())
+    }
+
+    async fn height(&self) -> anyhow::Result<u64> {
+        Ok(self.node.block_count().await?)
+    }
+}
+
+impl Litecoin {
+    /// One JSON-RPC batch, its body written as text (amounts exactly as
+    /// written); every call must succeed.
+    async fn batch(&self, calls: &[String]) -> anyhow::Result<Vec<Value>> {
+        let body = format!("[{}]", calls.join(","));
+        let answers: Vec<Value> = self
+            .http
+            .post(self.node.rpc_url())
+            .basic_auth(self.node.rpc_user(), Some(self.node.rpc_password()))
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .send()
+            .await?
+            .json()
+            .await?;
+        answers
+            .into_iter()
+            .map(|a| match a.get("error") {
+                Some(e) if !e.is_null() => bail!("batch call failed: {e}"),
+                _ => Ok(a["result"].clone()),
+            })
+            .collect()
+    }
+
+    /// `count` transactions waiting in the mempool, each spending one coin
+    /// of a fan-out of the wallet's coinbases.
+    async fn fill_mempool(&self, count: u64) -> anyhow::Result<()> {
+        const FAN: u64 = 1_000;
+        let call = |id: u64, method: &str, params: String| {
+            format!(r#"{{"jsonrpc":"1.0","id":{id},"method":"{method}","params":{params}}}"#)
+        };
+        let addresses: Vec<String> = self
+            .batch(
+                &(0..FAN)
+                    .map(|i| call(i, "getnewaddress", r#"["","bech32"]"#.to_owned()))
+                    .collect::<Vec<_>>(),
+            )
+            .await?
+            .into_iter()
+            .map(|v| v.as_str().unwrap_or_default().to_owned())
+            .collect();
+        let outputs = addresses
+            .iter()
+            .map(|a| format!(r#""{a}":0.01"#))
+            .collect::<Vec<_>>()
+            .join(",");
+        for _ in 0..count.div_ceil(FAN) {
+            self.node
+                .rpc_raw("sendmany", &format!(r#"["",{{{outputs}}}]"#))
+                .await?;
+        }
+        self.node.mine(1).await?;
+        let listed = format!(
+            "[1,9999999,[{}]]",
+            addresses
+                .iter()
+                .map(|a| format!("\"{a}\""))
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+        let coins = self.node.rpc_raw("listunspent", &listed).await?;
+        let coins = coins.as_array().context("listunspent")?;
+        let to = self.node.new_address().await?;
+        let coins: Vec<&Value> = coins.iter().take(usize::try_from(count)?).collect();
+        for chunk in coins.chunks(500) {
+            let raw = self
+                .batch(
+                    &chunk
+                        .iter()
+                        .enumerate()
+                        .map(|(i, c)| {
+                            call(
+                                i as u64,
+                                "createrawtransaction",
+                                format!(
+                                    r#"[[{{"txid":"{}","vout":{}}}],[{{"{to}":0.0099}}]]"#,
+                                    c["txid"].as_str().unwrap_or_default(),
+                                    c["vout"]
+                                ),
+                            )
+                        })
+                        .collect::<Vec<_>>(),
+                )
+                .await?;
+            let signed = self
+                .batch(
+                    &raw.iter()
+                        .enumerate()
+                        .map(|(i, r)| {
+                            call(i as u64, "signrawtransactionwithwallet", format!("[{r}]"))
+                        })
+                        .collect::<Vec<_>>(),
+                )
+                .await?;
+            self.batch(
+                &signed
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| call(i as u64, "sendrawtransaction", format!("[{}]", s["hex"])))
+                    .collect::<Vec<_>>(),
+            )
+            .await?;
+        }
+        let waiting = self.node.mempool().await?.len();
+        if (waiting as u64) < count {
+            bail!("only {waiting} transactions in the mempool, not {count}");
+        }
+        Ok(())
+    }
+}
+
+/// One poll as the watcher makes it: a batch towards the tip, the final
+/// height, and, when nothing new came, the mempool.
 async fn step<S: BlockSource>(stream: &mut CanonicalStream<S>) -> anyhow::Result<usize> {
     let events = stream.next_batch(1_000).await?;
     stream.confirmed_final_height().await?;
+    if events.is_empty() {
+        stream.source().unconfirmed().await?;
+    }
     Ok(events.len())
 }
 
@@ -221,7 +367,7 @@ async fn measure<C: Chain>(
     a: &Args,
     proxy: &Proxy,
     block_secs: u64,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<CanonicalStream<Arc<dyn BlockSource>>> {
     let ns = settings
         .networks
         .get(network.as_str())
@@ -247,24 +393,30 @@ async fn measure<C: Chain>(
     // A second apart, as the daemon polls: what a poll may keep is kept
     // for a while, not for ever.
     const IDLE_POLLS: u64 = 15;
-    let before = proxy.counts();
-    for _ in 0..IDLE_POLLS {
-        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-        step(&mut stream).await?;
-    }
-    let idle = proxy.counts().minus(&before);
+    let idle = idle_polls(&mut stream, proxy, IDLE_POLLS).await?;
     report("idle", &idle, "poll", IDLE_POLLS);
 
     let before = proxy.counts();
+    // Polls until each new block is connected: a source that reads past
+    // the tip on speculation may find it one poll late.
+    let mut polls = 0;
     for _ in 0..STEPS {
         chain.add_block(a.txs).await?;
-        let connected = step(&mut stream).await?;
+        let mut connected = 0;
+        while connected == 0 {
+            polls += 1;
+            if polls > 5 * STEPS {
+                bail!("new blocks are not connected");
+            }
+            connected = step(&mut stream).await?;
+        }
         if connected != 1 {
             bail!("a step after one new block connected {connected}");
         }
     }
     let following = proxy.counts().minus(&before);
     report("following", &following, "new block", STEPS);
+    println!("{:<16} {polls} polls for {STEPS} new blocks", "");
 
     let blocks_an_hour = 3_600 / block_secs;
     let idle_polls = 3_600 - blocks_an_hour;
@@ -280,7 +432,21 @@ async fn measure<C: Chain>(
         idle.bytes_down * 3_600 / IDLE_POLLS,
         36_000 * a.blocks / catch_up.calls().max(1),
     );
-    Ok(())
+    Ok(stream)
+}
+
+/// Idle polls a second apart, as the daemon makes them.
+async fn idle_polls<S: BlockSource>(
+    stream: &mut CanonicalStream<S>,
+    proxy: &Proxy,
+    polls: u64,
+) -> anyhow::Result<Counts> {
+    let before = proxy.counts();
+    for _ in 0..polls {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        step(stream).await?;
+    }
+    Ok(proxy.counts().minus(&before))
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -305,8 +471,58 @@ async fn main() -> anyhow::Result<()> {
                 "ethereum (anvil), blocks of {} ETH transfers, default settings",
                 a.txs
             );
-            measure(&mut chain, Network::Ethereum, &settings, &a, &proxy, 12).await
+            measure(&mut chain, Network::Ethereum, &settings, &a, &proxy, 12)
+                .await
+                .map(drop)
         }
-        n => bail!("unknown network {n}: ethereum"),
+        "litecoin" => {
+            let node = LitecoinNode::start(NodeOptions::default()).await?;
+            node.mine(110).await?;
+            let (url, proxy) = start_proxy(node.rpc_url()).await?;
+            let ns = settings
+                .networks
+                .get_mut("litecoin")
+                .context("litecoin settings")?;
+            ns.enabled = true;
+            ns.source = "node".into();
+            ns.chain = "regtest".into();
+            ns.rpc.url = url;
+            ns.rpc.user = Some(node.rpc_user().to_owned());
+            ns.rpc.password = Some(paywatch::settings::Secret(node.rpc_password().to_owned()));
+            let mut chain = Litecoin {
+                node,
+                http: reqwest::Client::new(),
+            };
+            println!(
+                "litecoin (Litecoin Core regtest), blocks of {} wallet payments, default settings \
+                 (mempool followed: {})",
+                a.txs, ns.mempool
+            );
+            let mut stream =
+                measure(&mut chain, Network::Litecoin, &settings, &a, &proxy, 150).await?;
+            chain.fill_mempool(a.mempool).await?;
+            // The first poll reads each waiting transaction once; later
+            // ones only what is new, and the whole txid list each time.
+            let first = idle_polls(&mut stream, &proxy, 1).await?;
+            report("first poll after", &first, "poll", 1);
+            const POLLS: u64 = 15;
+            let busy = idle_polls(&mut stream, &proxy, POLLS).await?;
+            report(
+                &format!("idle, {} in mempool", a.mempool),
+                &busy,
+                "poll",
+                POLLS,
+            );
+            println!(
+                "per hour idle with {} transactions waiting (after the first poll): {} calls, \
+                 {} bytes down ({} MB a minute)",
+                a.mempool,
+                busy.calls() * 3_600 / POLLS,
+                busy.bytes_down * 3_600 / POLLS,
+                busy.bytes_down * 60 / POLLS / 1_000_000,
+            );
+            Ok(())
+        }
+        n => bail!("unknown network {n}: ethereum or litecoin"),
     }
 }
