@@ -227,9 +227,11 @@ impl NodeSource {
             usize::try_from(tip.saturating_add(1).saturating_sub(from)).unwrap_or(usize::MAX);
         let typical =
             usize::try_from(self.block_bytes.load(Ordering::Relaxed)).unwrap_or(usize::MAX);
-        let by_size = BATCH_BYTES / typical.max(1);
-        left.min(by_size)
-            .clamp(1, self.cfg.blocks_per_request.max(1))
+        let by_size = BATCH_BYTES / typical.clamp(1, BATCH_BYTES);
+        // Nothing past the tip: a block read there on speculation comes
+        // back empty, and the block mined meanwhile would be missed until
+        // the next poll. The next tip finds it.
+        left.min(by_size).min(self.cfg.blocks_per_request.max(1))
     }
 
     fn translate(&self, height: u64, hash: &str, bytes: &[u8]) -> Result<SourceBlock, SourceError> {
