@@ -54,6 +54,21 @@ pub enum GapRefusal {
     Unexplained,
 }
 
+const COLUMNS: &str = "id, network, from_height, to_height, accepted_at, accepted_by, reason";
+
+/// The first height past `network`'s newest accepted gap, if it has one.
+async fn resume_height_in<'e, E>(e: E, network: Network) -> Result<Option<u64>, StoreError>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    let top: Option<i64> =
+        sqlx::query_scalar("SELECT MAX(to_height) FROM chain_gaps WHERE network = $1")
+            .bind(network.as_str())
+            .fetch_one(e)
+            .await?;
+    Ok(to_u64(top).map(|h| h + 1))
+}
+
 fn gap_from_row(r: &AnyRow) -> Result<ChainGap, StoreError> {
     let network: String = r.try_get("network")?;
     let height = |col: &str| -> Result<u64, StoreError> {
@@ -104,16 +119,8 @@ impl Store {
             return Ok(Err(GapRefusal::NotHalted { network, state }));
         }
         let Some(cursor) = to_u64(row.try_get("cursor_height")?) else {
-            let top: Option<i64> =
-                sqlx::query_scalar("SELECT MAX(to_height) FROM chain_gaps WHERE network = $1")
-                    .bind(network.as_str())
-                    .fetch_one(&mut *tx)
-                    .await?;
-            return Ok(Err(match to_u64(top) {
-                Some(top) => GapRefusal::NotResumedYet {
-                    network,
-                    resume_at: top + 1,
-                },
+            return Ok(Err(match resume_height_in(&mut *tx, network).await? {
+                Some(resume_at) => GapRefusal::NotResumedYet { network, resume_at },
                 None => GapRefusal::NothingRead { network },
             }));
         };
@@ -125,11 +132,10 @@ impl Store {
                 next,
             }));
         }
-        let row = sqlx::query(
+        let row = sqlx::query(&format!(
             "INSERT INTO chain_gaps (network, from_height, to_height, accepted_at, accepted_by, reason) \
-             VALUES ($1, $2, $3, $4, $5, $6) \
-             RETURNING id, network, from_height, to_height, accepted_at, accepted_by, reason",
-        )
+             VALUES ($1, $2, $3, $4, $5, $6) RETURNING {COLUMNS}"
+        ))
         .bind(network.as_str())
         .bind(to_i64(next))
         .bind(to_i64(resume_at - 1))
@@ -160,10 +166,9 @@ impl Store {
 
     /// Every gap accepted for `network`, oldest first.
     pub async fn chain_gaps(&self, network: Network) -> Result<Vec<ChainGap>, StoreError> {
-        sqlx::query(
-            "SELECT id, network, from_height, to_height, accepted_at, accepted_by, reason \
-             FROM chain_gaps WHERE network = $1 ORDER BY id",
-        )
+        sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM chain_gaps WHERE network = $1 ORDER BY id"
+        ))
         .bind(network.as_str())
         .fetch_all(self.pool())
         .await?
@@ -175,11 +180,6 @@ impl Store {
     /// The first height past the newest accepted gap: nothing below it is
     /// part of the watcher's chain any more.
     pub(crate) async fn resume_height(&self, network: Network) -> Result<Option<u64>, StoreError> {
-        let top: Option<i64> =
-            sqlx::query_scalar("SELECT MAX(to_height) FROM chain_gaps WHERE network = $1")
-                .bind(network.as_str())
-                .fetch_one(self.pool())
-                .await?;
-        Ok(to_u64(top).map(|h| h + 1))
+        resume_height_in(self.pool(), network).await
     }
 }

@@ -189,7 +189,9 @@ impl NodeSource {
                     if let Some((_, h)) = other {
                         h.abort();
                     }
-                    let count = self.batch_len(height);
+                    // Asked for directly, the block is fetched even when the
+                    // tip as last seen is below it: it may be stale.
+                    let count = self.batch_len(height).max(1);
                     let fetched = fetch_range(self.rpc.clone(), height, count).await?;
                     ahead.ready.extend(fetched);
                 }
