@@ -84,6 +84,7 @@ fn source(a: &Args, watch: Arc<WatchSet>) -> anyhow::Result<NodeSource> {
         confirmations: 6,
         blocks_per_request: 100,
         mempool: false,
+        mempool_wallet: None,
     };
     Ok(NodeSource::new(rpc(&a.rpc)?, cfg, watch))
 }

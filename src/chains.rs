@@ -50,7 +50,12 @@ pub fn watch_set(network: Network, ns: Option<&NetworkSettings>) -> WatchSet {
     if network == Network::Solana {
         set = set.keyed(solana::watch_key());
     }
-    if ns.is_some_and(|n| n.source == "electrum") {
+    // Electrum subscribes to each address, and a mempool wallet imports
+    // each: both need the addresses as text.
+    if ns.is_some_and(|n| {
+        n.source == "electrum"
+            || (n.source == "node" && n.mempool && n.rpc.mempool_wallet.is_some())
+    }) {
         set = set.listing();
     }
     set
@@ -84,6 +89,7 @@ pub fn source(
                 confirmations,
                 blocks_per_request: ns.rpc.blocks_per_request.max(1),
                 mempool: ns.mempool,
+                mempool_wallet: mempool_wallet(network, ns)?,
             };
             Ok(Some(Arc::new(utxo::NodeSource::new(
                 node_rpc(network, ns)?,
@@ -324,6 +330,29 @@ pub(crate) fn evm_tokens(ns: &NetworkSettings) -> Result<evm::Tokens, ChainSetup
 
 /// The RPC client `[networks.X.rpc]` describes: its URL, and either a user
 /// and password or the node's cookie file.
+/// The mempool wallet's name, refused unless it is a plain file name: it
+/// goes into the node's RPC path and names a directory on the node.
+fn mempool_wallet(
+    network: Network,
+    ns: &NetworkSettings,
+) -> Result<Option<String>, ChainSetupError> {
+    let Some(name) = ns.rpc.mempool_wallet.as_ref().filter(|_| ns.mempool) else {
+        return Ok(None);
+    };
+    let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    if name.is_empty() || name.starts_with('.') || !name.chars().all(plain) {
+        return Err(ChainSetupError::Invalid {
+            network,
+            key: "rpc.mempool_wallet",
+            why: format!(
+                "'{name}' is not a plain wallet name (letters, digits, '-', '_' and '.', not \
+                 starting with '.')"
+            ),
+        });
+    }
+    Ok(Some(name.clone()))
+}
+
 pub(crate) fn node_rpc(
     network: Network,
     ns: &NetworkSettings,

@@ -229,6 +229,11 @@ pub struct RpcSettings {
     /// Blocks fetched per batched request while catching up.
     #[serde(default = "blocks_per_request")]
     pub blocks_per_request: usize,
+    /// Bitcoin and Litecoin with `mempool`: a watch-only wallet on the node
+    /// (created when missing) that the watched addresses are imported into,
+    /// so each poll lists only the waiting transactions paying them instead
+    /// of the node's whole mempool. Unset: `getrawmempool` every poll.
+    pub mempool_wallet: Option<String>,
     /// Ethereum with `traces`: `debug_traceBlockByHash` calls per batched
     /// request, apart from blocks and logs (8); fewer while the node
     /// cannot serve them in time.
@@ -253,6 +258,7 @@ impl fmt::Debug for RpcSettings {
             .field("user", &self.user)
             .field("password", &self.password)
             .field("blocks_per_request", &self.blocks_per_request)
+            .field("mempool_wallet", &self.mempool_wallet)
             .finish()
     }
 }
@@ -306,6 +312,7 @@ impl Default for RpcSettings {
             password: None,
             blocks_per_request: blocks_per_request(),
             traces_per_request: None,
+            mempool_wallet: None,
         }
     }
 }

@@ -350,7 +350,9 @@ impl LitecoinNode {
         };
         let response = self
             .client
-            .post(self.rpc_url())
+            // Always through wallet `w`'s path: once paywatch adds a wallet
+            // of its own, a wallet call without one is refused.
+            .post(format!("{}/wallet/{WALLET}", self.rpc_url()))
             .basic_auth(&self.user, Some(&self.password))
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body)
@@ -533,6 +535,118 @@ impl LitecoinNode {
         list.iter()
             .map(|t| as_string("getrawmempool", t.clone()))
             .collect()
+    }
+
+    /// One JSON-RPC batch of `method`, each call's params written as JSON
+    /// text (amounts exactly as written); every call must succeed.
+    pub async fn rpc_batch(
+        &self,
+        method: &str,
+        params: &[String],
+    ) -> Result<Vec<Value>, HarnessError> {
+        if params.is_empty() {
+            return Ok(Vec::new());
+        }
+        let method_json = serde_json::to_string(method).unwrap_or_default();
+        let calls: Vec<String> = params
+            .iter()
+            .enumerate()
+            .map(|(id, p)| {
+                format!(r#"{{"jsonrpc":"1.0","id":{id},"method":{method_json},"params":{p}}}"#)
+            })
+            .collect();
+        let transport = |detail: String| HarnessError::Transport {
+            method: method.to_owned(),
+            detail,
+        };
+        let answers: Vec<Value> = self
+            .client
+            .post(format!("{}/wallet/{WALLET}", self.rpc_url()))
+            .basic_auth(&self.user, Some(&self.password))
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(format!("[{}]", calls.join(",")))
+            .send()
+            .await
+            .map_err(|e| transport(e.to_string()))?
+            .json()
+            .await
+            .map_err(|e| transport(format!("reading the answer: {e}")))?;
+        answers
+            .into_iter()
+            .map(|a| match a.get("error") {
+                Some(e) if !e.is_null() => Err(HarnessError::unexpected(method, e.to_string())),
+                _ => Ok(a.get("result").cloned().unwrap_or(Value::Null)),
+            })
+            .collect()
+    }
+
+    /// Leaves `count` transactions waiting in the mempool, none paying an
+    /// address outside the wallet: a fan-out of the wallet's coins is mined
+    /// (one block), then each of its outputs is spent alone.
+    pub async fn fill_mempool(&self, count: usize) -> Result<(), HarnessError> {
+        const FAN: usize = 1_000;
+        let addresses: Vec<String> = self
+            .rpc_batch("getnewaddress", &vec![r#"["","bech32"]"#.to_owned(); FAN])
+            .await?
+            .into_iter()
+            .map(|v| as_string("getnewaddress", v))
+            .collect::<Result<_, _>>()?;
+        let outputs = addresses
+            .iter()
+            .map(|a| format!(r#""{a}":0.01"#))
+            .collect::<Vec<_>>()
+            .join(",");
+        for _ in 0..count.div_ceil(FAN) {
+            self.rpc_raw("sendmany", &format!(r#"["",{{{outputs}}}]"#))
+                .await?;
+        }
+        self.mine(1).await?;
+        let listed = serde_json::to_string(&addresses).unwrap_or_default();
+        let coins = self
+            .rpc_raw("listunspent", &format!("[1,9999999,{listed}]"))
+            .await?;
+        let coins = coins
+            .as_array()
+            .ok_or_else(|| HarnessError::unexpected("listunspent", coins.to_string()))?;
+        let to = self.new_address().await?;
+        for chunk in coins.iter().take(count).collect::<Vec<_>>().chunks(500) {
+            let raw = self
+                .rpc_batch(
+                    "createrawtransaction",
+                    &chunk
+                        .iter()
+                        .map(|c| {
+                            format!(
+                                r#"[[{{"txid":{},"vout":{}}}],[{{"{to}":0.0099}}]]"#,
+                                c["txid"], c["vout"]
+                            )
+                        })
+                        .collect::<Vec<_>>(),
+                )
+                .await?;
+            let signed = self
+                .rpc_batch(
+                    "signrawtransactionwithwallet",
+                    &raw.iter().map(|r| format!("[{r}]")).collect::<Vec<_>>(),
+                )
+                .await?;
+            self.rpc_batch(
+                "sendrawtransaction",
+                &signed
+                    .iter()
+                    .map(|s| format!("[{}]", s["hex"]))
+                    .collect::<Vec<_>>(),
+            )
+            .await?;
+        }
+        let waiting = self.mempool().await?.len();
+        if waiting < count {
+            return Err(HarnessError::unexpected(
+                "fill_mempool",
+                format!("only {waiting} transactions in the mempool, not {count}"),
+            ));
+        }
+        Ok(())
     }
 
     /// The scriptPubKey `address` pays to (`validateaddress`).

@@ -8,6 +8,7 @@ mod node;
 mod params;
 mod rpc;
 mod scan;
+mod wallet_mempool;
 
 pub use block::{from_hex, transaction_id, transaction_outputs, BlockError, Output, RawBlock};
 pub use electrum::{ElectrumConfig, ElectrumError, ElectrumSource};

@@ -21,6 +21,7 @@ use crate::block::{from_hex, transaction_outputs, RawBlock};
 use crate::params::Params;
 use crate::rpc::{NodeRpc, RpcError, RPC_INVALID_ADDRESS_OR_KEY, RPC_INVALID_PARAMETER};
 use crate::scan::{scan_block, scan_outputs};
+use crate::wallet_mempool::WalletMempool;
 
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
@@ -31,6 +32,10 @@ pub struct NodeConfig {
     pub blocks_per_request: usize,
     /// Follow the mempool, so payments show as `confirming` at zero confirmations.
     pub mempool: bool,
+    /// Follow it through this watch-only wallet on the node, which lists only
+    /// what pays a watched address, instead of the whole `getrawmempool`.
+    /// The watch set must be [`listing`](WatchSet::listing).
+    pub mempool_wallet: Option<String>,
 }
 
 pub struct NodeSource {
@@ -44,6 +49,16 @@ pub struct NodeSource {
     chain_checked: std::sync::atomic::AtomicBool,
     ahead: Mutex<ReadAhead>,
     mempool: Mutex<HashMap<String, Vec<OwnedOutput>>>,
+    wallet: Option<WalletMempool>,
+    /// The best block as last read, and the final block read while it was
+    /// best: an idle poll asks only whether the best block is still it.
+    memo: std::sync::Mutex<TipMemo>,
+}
+
+#[derive(Default)]
+struct TipMemo {
+    tip: Option<BlockRef>,
+    settled: Option<BlockRef>,
 }
 
 impl std::fmt::Debug for NodeSource {
@@ -96,8 +111,6 @@ struct HeaderInfo {
 impl NodeSource {
     pub fn new(rpc: NodeRpc, cfg: NodeConfig, watch: Arc<WatchSet>) -> NodeSource {
         NodeSource {
-            rpc: Arc::new(rpc),
-            cfg,
             watch,
             known_tip: Arc::new(AtomicU64::new(0)),
             // Until a batch says otherwise, assume full mainnet blocks.
@@ -105,7 +118,18 @@ impl NodeSource {
             chain_checked: std::sync::atomic::AtomicBool::new(false),
             ahead: Mutex::new(ReadAhead::default()),
             mempool: Mutex::new(HashMap::new()),
+            wallet: cfg
+                .mempool_wallet
+                .as_deref()
+                .map(|name| WalletMempool::new(&rpc, name)),
+            memo: std::sync::Mutex::new(TipMemo::default()),
+            rpc: Arc::new(rpc),
+            cfg,
         }
+    }
+
+    fn memo(&self) -> std::sync::MutexGuard<'_, TipMemo> {
+        self.memo.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub fn params(&self) -> &Params {
@@ -339,9 +363,20 @@ impl BlockSource for NodeSource {
             .call("getbestblockhash", json!([]))
             .await
             .map_err(transient)?;
-        let tip = self.header(&best).await?.ok_or_else(|| {
-            SourceError::Transient(format!("the best block {best} vanished; retrying"))
-        })?;
+        let known = self.memo().tip.clone().filter(|t| t.hash == best);
+        let tip = match known {
+            Some(tip) => tip,
+            None => {
+                let tip = self.header(&best).await?.ok_or_else(|| {
+                    SourceError::Transient(format!("the best block {best} vanished; retrying"))
+                })?;
+                *self.memo() = TipMemo {
+                    tip: Some(tip.clone()),
+                    settled: None,
+                };
+                tip
+            }
+        };
         self.known_tip.store(tip.height, Ordering::Relaxed);
         let mut ahead = self.ahead.lock().await;
         if let Some(seen) = ahead.tip.replace(tip.hash.clone()) {
@@ -385,6 +420,12 @@ impl BlockSource for NodeSource {
     }
 
     async fn block_ref(&self, height: u64) -> Result<Option<BlockRef>, SourceError> {
+        // Read again only when the best block moved since it was read: the
+        // chain below an unchanged best block is unchanged.
+        if let Some(settled) = self.memo().settled.as_ref().filter(|b| b.height == height) {
+            return Ok(Some(settled.clone()));
+        }
+        let best = self.memo().tip.as_ref().map(|t| t.hash.clone());
         let hash = match self
             .rpc
             .call::<String>("getblockhash", json!([height]))
@@ -394,7 +435,12 @@ impl BlockSource for NodeSource {
             Err(e) if is_not_found(&e) => return Ok(None),
             Err(e) => return Err(transient(e)),
         };
-        Ok(self.header(&hash).await?.filter(|b| b.height == height))
+        let found = self.header(&hash).await?.filter(|b| b.height == height);
+        let mut memo = self.memo();
+        if best.is_some() && memo.tip.as_ref().map(|t| &t.hash) == best.as_ref() {
+            memo.settled.clone_from(&found);
+        }
+        Ok(found)
     }
 
     async fn unconfirmed(&self) -> Result<Option<Unconfirmed>, SourceError> {
@@ -412,16 +458,21 @@ impl BlockSource for NodeSource {
             debug!("the node is still loading its mempool; not read this round");
             return Ok(None);
         }
-        let before: String = self
-            .rpc
-            .call("getbestblockhash", json!([]))
-            .await
-            .map_err(transient)?;
-        let txids: Vec<String> = self
-            .rpc
-            .call("getrawmempool", json!([false]))
-            .await
-            .map_err(transient)?;
+        // The watcher reads the mempool right after the tip, so that read is
+        // the "before" of this snapshot; without one, a block read first.
+        let known = self.memo().tip.as_ref().map(|t| t.hash.clone());
+        let before = match known {
+            Some(hash) => hash,
+            None => self.tip().await?.hash,
+        };
+        let txids: Vec<String> = match &self.wallet {
+            Some(wallet) => wallet.waiting_txids(&self.watch).await?,
+            None => self
+                .rpc
+                .call("getrawmempool", json!([false]))
+                .await
+                .map_err(transient)?,
+        };
         let mut cache = self.mempool.lock().await;
         let current: HashSet<&str> = txids.iter().map(String::as_str).collect();
         cache.retain(|txid, _| current.contains(txid.as_str()));

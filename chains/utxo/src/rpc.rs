@@ -103,6 +103,12 @@ impl NodeRpc {
         redact(&self.url)
     }
 
+    /// The same node and credentials at `path` past this URL, such as
+    /// `/wallet/NAME` for a call to one wallet of several.
+    pub(crate) fn at_path(&self, path: &str) -> NodeRpc {
+        NodeRpc::new(&format!("{}{path}", self.url), self.auth.clone())
+    }
+
     pub async fn call<T: DeserializeOwned>(
         &self,
         method: &str,

@@ -30,6 +30,7 @@ async fn a_new_block_is_connected_by_the_first_poll_after_it() {
             confirmations: 6,
             blocks_per_request: 50,
             mempool: false,
+            mempool_wallet: None,
         },
         Arc::new(WatchSet::new(Network::Litecoin).keyed(watch_key(Network::Litecoin))),
     );
