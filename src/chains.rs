@@ -463,3 +463,40 @@ impl AddressDeriver for Bip44Tron {
         self.0.receive_address(index).map_err(|e| e.to_string())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::Settings;
+
+    fn litecoin_node(wallet: Option<&str>) -> NetworkSettings {
+        let mut s = Settings::load(None).expect("defaults load");
+        let ns = s.networks.get_mut("litecoin").expect("litecoin settings");
+        ns.source = "node".into();
+        ns.chain = "regtest".into();
+        ns.rpc.url = "http://127.0.0.1:1".into();
+        ns.rpc.user = Some("u".into());
+        ns.rpc.password = Some(crate::settings::Secret("p".into()));
+        ns.rpc.mempool_wallet = wallet.map(str::to_owned);
+        ns.clone()
+    }
+
+    /// The name goes into the node's RPC path and names a directory there.
+    #[test]
+    fn a_mempool_wallet_name_that_is_not_plain_is_refused_naming_the_key() {
+        for bad in ["", "../w", "a/b", ".hidden", "w?x=1"] {
+            let ns = litecoin_node(Some(bad));
+            let watch = Arc::new(watch_set(Network::Litecoin, Some(&ns)));
+            let e = source(Network::Litecoin, &ns, watch)
+                .err()
+                .unwrap_or_else(|| panic!("'{bad}' refused"));
+            assert!(e.to_string().contains("rpc.mempool_wallet"), "{e}");
+        }
+        let ns = litecoin_node(Some("paywatch-mempool"));
+        let watch = Arc::new(watch_set(Network::Litecoin, Some(&ns)));
+        assert!(watch.is_listing(), "the wallet imports addresses as text");
+        assert!(source(Network::Litecoin, &ns, watch).is_ok());
+        let plain = litecoin_node(None);
+        assert!(!watch_set(Network::Litecoin, Some(&plain)).is_listing());
+    }
+}
