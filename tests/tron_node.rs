@@ -605,3 +605,80 @@ async fn requests_are_paced_within_the_providers_budget() {
         "never past the provider's budget"
     );
 }
+
+/// Each poll used to read the block after the tip on speculation (empty:
+/// the new block came a poll late), read the tip block twice (once as the
+/// tip, once by number), and read the block at the final height by number
+/// although the solidity API had just answered it: 10 rpcs and two polls
+/// for each new block, 3 rpcs for each idle poll (`examples/node_budget
+/// tron`). Now a new block is connected by the first poll after it and
+/// downloaded once, and an idle poll asks only for the tip and the
+/// solidified block.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_block_is_connected_by_the_first_poll_and_downloaded_once() {
+    let node = TronNode::start(TronNodeOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("tron node: {e}"));
+    node.mine(30).expect("mines");
+    // Solidified two blocks behind: the final-height check then names a
+    // block the stream remembers, and must compare it.
+    node.set_solidity_lag(2);
+    let settings = tron_settings("sqlite::memory:", &node, &TronOptions::default());
+    let ns = settings.networks.get("tron").unwrap();
+    let watch = std::sync::Arc::new(paywatch::chains::watch_set(Network::Tron, Some(ns)));
+    let source = paywatch::chains::source(Network::Tron, ns, watch)
+        .expect("a source")
+        .expect("a node source");
+    let mut stream = paywatch_core::CanonicalStream::new(source, Vec::new(), node.tip(), 64);
+    while poll(&mut stream).await > 0 {}
+    let rpcs = |since: &std::collections::BTreeMap<&'static str, (u64, u64)>| {
+        let now = node.served();
+        now.iter()
+            .map(|(rpc, (n, _))| (*rpc, n - since.get(rpc).map_or(0, |(k, _)| *k)))
+            .filter(|(_, n)| *n > 0)
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+
+    let before = node.served();
+    for n in 1..=5 {
+        node.mine(1).unwrap();
+        assert_eq!(
+            poll(&mut stream).await,
+            1,
+            "new block {n}: the first poll connects it"
+        );
+    }
+    let following = rpcs(&before);
+    assert_eq!(
+        following.get("Wallet/GetBlockByNum2").copied().unwrap_or(0)
+            + following
+                .get("Wallet/GetBlockByLimitNext2")
+                .copied()
+                .unwrap_or(0),
+        0,
+        "each new block is downloaded once, as the tip: {following:?}"
+    );
+
+    let before = node.served();
+    for _ in 0..5 {
+        assert_eq!(poll(&mut stream).await, 0);
+    }
+    let idle = rpcs(&before);
+    assert_eq!(
+        idle,
+        std::collections::BTreeMap::from([
+            ("Wallet/GetNowBlock2", 5),
+            ("WalletSolidity/GetNowBlock2", 5)
+        ]),
+        "an idle poll asks for the tip and the solidified block alone"
+    );
+}
+
+/// One watcher poll: towards the tip, then the final height.
+async fn poll(
+    stream: &mut paywatch_core::CanonicalStream<std::sync::Arc<dyn BlockSource>>,
+) -> usize {
+    let connected = stream.next_batch(100).await.unwrap().len();
+    stream.confirmed_final_height().await.unwrap();
+    connected
+}

@@ -276,6 +276,12 @@ impl TronNode {
         }
     }
 
+    /// The rpcs answered so far (`Wallet/GetNowBlock2`…), each with how
+    /// many times and the bytes of its answers as encoded protobuf.
+    pub fn served(&self) -> std::collections::BTreeMap<&'static str, (u64, u64)> {
+        self.shared.served()
+    }
+
     /// Rpcs refused for the request budget so far.
     pub fn refused_for_budget(&self) -> u64 {
         self.gate.refused()

@@ -119,6 +119,16 @@ struct Shared {
     /// times in a row: once by chance (a load balancer's lagging backend),
     /// every time when the node keeps no transaction history.
     empty_infos: std::sync::Mutex<(u64, u32)>,
+    /// The tip as last read, whole (GetNowBlock2 answers the block with its
+    /// transactions), and the solidified block (or the one read at the
+    /// final height while that tip stood): neither is asked for again.
+    memo: std::sync::Mutex<TipMemo>,
+}
+
+#[derive(Debug, Default)]
+struct TipMemo {
+    tip: Option<(BlockRef, BlockExtention)>,
+    settled: Option<BlockRef>,
 }
 
 /// How many times in a row a block's infos may come back empty before the
@@ -176,6 +186,7 @@ impl TronSource {
                 host,
                 known_tip: AtomicU64::new(0),
                 empty_infos: std::sync::Mutex::new((0, 0)),
+                memo: std::sync::Mutex::new(TipMemo::default()),
             }),
             ahead,
         })
@@ -262,8 +273,21 @@ impl Shared {
         let tip = self.known_tip.load(Ordering::Relaxed);
         let room = tip.saturating_add(1).saturating_sub(from);
         let want = self.cfg.blocks_per_request.clamp(1, MAX_BLOCKS_PER_REQUEST) as u64;
-        // Always at least one: the block just past a stale tip may exist.
-        room.min(want).max(u64::from(room == 0)) as usize
+        // Nothing past the tip: a block read there on speculation comes back
+        // empty, and the one made meanwhile would wait for the next poll.
+        // (A block asked for directly is fetched all the same.)
+        room.min(want) as usize
+    }
+
+    fn memo(&self) -> std::sync::MutexGuard<'_, TipMemo> {
+        self.memo.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The tip block as last read, when it is the one at `height`.
+    fn tip_block(&self, height: u64) -> Option<BlockExtention> {
+        let memo = self.memo();
+        let (tip, block) = memo.tip.as_ref()?;
+        (tip.height == height).then(|| block.clone())
     }
 
     /// A block's infos came back whole: any count of empty answers for it ends.
@@ -368,7 +392,10 @@ async fn fetch_range(
     from: u64,
     count: usize,
 ) -> Result<Vec<Fetched>, SourceError> {
-    let blocks = if count == 1 {
+    let blocks = if let Some(b) = (count == 1).then(|| shared.tip_block(from)).flatten() {
+        // Following the chain, the block asked for is the tip just read.
+        vec![b]
+    } else if count == 1 {
         let b = shared
             .wallet
             .clone()
@@ -520,6 +547,13 @@ impl BlockSource for TronSource {
             .into_inner();
         let tip = block_ref(&b, None)?;
         self.shared.known_tip.store(tip.height, Ordering::Relaxed);
+        let mut memo = self.shared.memo();
+        if memo.tip.as_ref().is_none_or(|(t, _)| t.hash != tip.hash) {
+            *memo = TipMemo {
+                tip: Some((tip.clone(), b)),
+                settled: None,
+            };
+        }
         Ok(tip)
     }
 
@@ -552,7 +586,12 @@ impl BlockSource for TronSource {
                 self.shared.transient("WalletSolidity/GetNowBlock2", e)
             })?
             .into_inner();
-        Ok(block_ref(&b, None)?.height)
+        let solid = block_ref(&b, None)?;
+        // Irreversible: the final-height check that follows needs no read
+        // of its own for it.
+        let height = solid.height;
+        self.shared.memo().settled = Some(solid);
+        Ok(height)
     }
 
     async fn block(&self, height: u64) -> Result<Option<SourceBlock>, SourceError> {
@@ -575,6 +614,19 @@ impl BlockSource for TronSource {
     }
 
     async fn block_ref(&self, height: u64) -> Result<Option<BlockRef>, SourceError> {
+        // The chain below an unchanged tip is unchanged.
+        let (known, tip) = {
+            let memo = self.shared.memo();
+            let tip = memo.tip.as_ref().map(|(t, _)| t.clone());
+            let known = [tip.clone(), memo.settled.clone()]
+                .into_iter()
+                .flatten()
+                .find(|b| b.height == height);
+            (known, tip)
+        };
+        if known.is_some() {
+            return Ok(known);
+        }
         let b = self
             .shared
             .wallet
@@ -588,7 +640,13 @@ impl BlockSource for TronSource {
         if b.block_header.is_none() {
             return Ok(None);
         }
-        block_ref(&b, Some(height)).map(Some)
+        let found = block_ref(&b, Some(height))?;
+        let mut memo = self.shared.memo();
+        if tip.is_some() && memo.tip.as_ref().map(|(t, _)| &t.hash) == tip.as_ref().map(|t| &t.hash)
+        {
+            memo.settled = Some(found.clone());
+        }
+        Ok(Some(found))
     }
 }
 

@@ -251,6 +251,9 @@ struct FillKit {
 pub(crate) struct Shared {
     chain: RwLock<Chain>,
     builder: Mutex<Builder>,
+    /// Per rpc (`Service/Method`): how many were answered, and the bytes of
+    /// their answers as encoded on the wire (protobuf, without framing).
+    served: Mutex<std::collections::BTreeMap<&'static str, (u64, u64)>>,
 }
 
 /// The tip a new transaction references (TaPoS) and is timed after.
@@ -303,7 +306,23 @@ impl Shared {
                 contracts: HashMap::new(),
                 fill: None,
             }),
+            served: Mutex::new(std::collections::BTreeMap::new()),
         })
+    }
+
+    /// Records an answered rpc and the size of its answer.
+    pub fn count_served(&self, rpc: &'static str, answer_bytes: usize) {
+        let mut served = self.served.lock().unwrap_or_else(PoisonError::into_inner);
+        let entry = served.entry(rpc).or_default();
+        entry.0 += 1;
+        entry.1 += u64::try_from(answer_bytes).unwrap_or(u64::MAX);
+    }
+
+    pub fn served(&self) -> std::collections::BTreeMap<&'static str, (u64, u64)> {
+        self.served
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     // A panic while holding a lock leaves data that is still consistent

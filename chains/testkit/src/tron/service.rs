@@ -79,42 +79,42 @@ grpc_service! {
             &self,
             _request: Request<pb::EmptyMessage>,
         ) -> Result<Response<pb::BlockExtention>, Status> {
-            now_block(&self.shared, View::Head).await
+            counted(&self.shared, "Wallet/GetNowBlock2", now_block(&self.shared, View::Head).await)
         }
 
         async fn get_block_by_num2(
             &self,
             request: Request<pb::NumberMessage>,
         ) -> Result<Response<pb::BlockExtention>, Status> {
-            block_by_num(&self.shared, View::Head, request.into_inner().num).await
+            counted(&self.shared, "Wallet/GetBlockByNum2", block_by_num(&self.shared, View::Head, request.into_inner().num).await)
         }
 
         async fn get_block_by_limit_next2(
             &self,
             request: Request<pb::BlockLimit>,
         ) -> Result<Response<pb::BlockListExtention>, Status> {
-            block_range(&self.shared, request.into_inner()).await
+            counted(&self.shared, "Wallet/GetBlockByLimitNext2", block_range(&self.shared, request.into_inner()).await)
         }
 
         async fn get_transaction_info_by_block_num(
             &self,
             request: Request<pb::NumberMessage>,
         ) -> Result<Response<pb::TransactionInfoList>, Status> {
-            infos_by_num(&self.shared, View::Head, request.into_inner().num).await
+            counted(&self.shared, "Wallet/GetTransactionInfoByBlockNum", infos_by_num(&self.shared, View::Head, request.into_inner().num).await)
         }
 
         async fn get_transaction_by_id(
             &self,
             request: Request<pb::BytesMessage>,
         ) -> Result<Response<pb::Transaction>, Status> {
-            tx_by_id(&self.shared, View::Head, &request.into_inner().value).await
+            counted(&self.shared, "Wallet/GetTransactionById", tx_by_id(&self.shared, View::Head, &request.into_inner().value).await)
         }
 
         async fn get_transaction_info_by_id(
             &self,
             request: Request<pb::BytesMessage>,
         ) -> Result<Response<pb::TransactionInfo>, Status> {
-            info_by_id(&self.shared, View::Head, &request.into_inner().value).await
+            counted(&self.shared, "Wallet/GetTransactionInfoById", info_by_id(&self.shared, View::Head, &request.into_inner().value).await)
         }
     }
     unimplemented {
@@ -267,35 +267,35 @@ grpc_service! {
             &self,
             _request: Request<pb::EmptyMessage>,
         ) -> Result<Response<pb::BlockExtention>, Status> {
-            now_block(&self.shared, View::Solidified).await
+            counted(&self.shared, "WalletSolidity/GetNowBlock2", now_block(&self.shared, View::Solidified).await)
         }
 
         async fn get_block_by_num2(
             &self,
             request: Request<pb::NumberMessage>,
         ) -> Result<Response<pb::BlockExtention>, Status> {
-            block_by_num(&self.shared, View::Solidified, request.into_inner().num).await
+            counted(&self.shared, "WalletSolidity/GetBlockByNum2", block_by_num(&self.shared, View::Solidified, request.into_inner().num).await)
         }
 
         async fn get_transaction_info_by_block_num(
             &self,
             request: Request<pb::NumberMessage>,
         ) -> Result<Response<pb::TransactionInfoList>, Status> {
-            infos_by_num(&self.shared, View::Solidified, request.into_inner().num).await
+            counted(&self.shared, "WalletSolidity/GetTransactionInfoByBlockNum", infos_by_num(&self.shared, View::Solidified, request.into_inner().num).await)
         }
 
         async fn get_transaction_by_id(
             &self,
             request: Request<pb::BytesMessage>,
         ) -> Result<Response<pb::Transaction>, Status> {
-            tx_by_id(&self.shared, View::Solidified, &request.into_inner().value).await
+            counted(&self.shared, "WalletSolidity/GetTransactionById", tx_by_id(&self.shared, View::Solidified, &request.into_inner().value).await)
         }
 
         async fn get_transaction_info_by_id(
             &self,
             request: Request<pb::BytesMessage>,
         ) -> Result<Response<pb::TransactionInfo>, Status> {
-            info_by_id(&self.shared, View::Solidified, &request.into_inner().value).await
+            counted(&self.shared, "WalletSolidity/GetTransactionInfoById", info_by_id(&self.shared, View::Solidified, &request.into_inner().value).await)
         }
     }
     unimplemented {
@@ -341,6 +341,20 @@ grpc_service! {
             get_bandwidth_prices(pb::EmptyMessage) -> pb::PricesResponseMessage;
             get_energy_prices(pb::EmptyMessage) -> pb::PricesResponseMessage;
     }
+}
+
+/// Counts an answered rpc and its encoded size, for budgets.
+// The rpcs' own answer type, as tonic has it.
+#[allow(clippy::result_large_err)]
+fn counted<T: prost::Message>(
+    shared: &Shared,
+    rpc: &'static str,
+    answer: Result<Response<T>, Status>,
+) -> Result<Response<T>, Status> {
+    if let Ok(r) = &answer {
+        shared.count_served(rpc, r.get_ref().encoded_len());
+    }
+    answer
 }
 
 /// Applies the injected fault before an answer: fails, waits, or lets the
