@@ -3,18 +3,30 @@
 //! front of a real node: the source paywatch builds from its default
 //! settings (`paywatch::chains::source`) and the canonical stream, one
 //! watcher step (a batch towards the tip, then the final-height check) at a
-//! time. Solana's test node counts for itself: see `solana_budget`.
+//! time. Solana's test node counts for itself: see `solana_budget`; so do
+//! ElectrumX (its admin RPC's `sessions`: requests, bytes and cost) and
+//! the Tron test node (rpcs served and the bytes of their protobuf answers).
 //!
 //!   cargo run --all-features --example node_budget -- ethereum [--txs N] [--blocks B]
-//!   cargo run --all-features --example node_budget -- litecoin [--mempool M]
+//!   cargo run --all-features --example node_budget -- litecoin [--mempool M] [--watched W]
+//!   cargo run --all-features --example node_budget -- electrum [--watched W]
+//!   cargo run --all-features --example node_budget -- tron [--txs N] [--blocks B]
 //!
 //! - ethereum: anvil (`PAYWATCH_ANVIL`, or `deploy/install-nodes.sh`),
 //!   blocks of N ETH transfers (100); call traces off, as by default.
 //! - litecoin: Litecoin Core in regtest (`deploy/install-nodes.sh`), the node
 //!   source with the mempool followed (the default); after the phases below,
 //!   idle polls again with M transactions (20,000) waiting in the mempool,
-//!   none of them to a watched address. Per hour: 2.5 min blocks (24 blocks,
-//!   3,576 idle polls).
+//!   none of them to a watched address: first as by default (the whole
+//!   txid list each poll), then through a watch-only wallet
+//!   (`rpc.mempool_wallet`) with W addresses (5,000) imported and one
+//!   payment to them waiting. Per hour: 2.5 min blocks (24 blocks, 3,576
+//!   idle polls).
+//! - electrum: Litecoin Core regtest with ElectrumX in front (its default
+//!   cost limits), the Electrum source with W addresses (5,000) watched;
+//!   catching up includes subscribing them all. Per hour: 2.5 min blocks.
+//! - tron: the gRPC test node, blocks of N TRX transfers. Per hour: 3 s
+//!   blocks (1,200 blocks, 2,400 idle polls).
 //!
 //! Phases, each its own figures: catching up B blocks (200) from a cold
 //! start; following, one new block before each step; idle, steps with no
@@ -28,21 +40,70 @@ use std::sync::{Arc, Mutex};
 use anyhow::{bail, Context as _};
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use paywatch::settings::Settings;
 use paywatch_core::{BlockSource, CanonicalStream, Network};
 use paywatch_testkit::anvil::ACCOUNTS;
-use paywatch_testkit::{AnvilNode, AnvilOptions, LitecoinNode, NodeOptions};
+use paywatch_testkit::{
+    AnvilNode, AnvilOptions, ElectrumX, LitecoinNode, NodeOptions, TronNode, TronNodeOptions,
+};
 use serde_json::Value;
 
-/// What went through the proxy.
+/// What a watcher asked of its node, as the proxy in front of it (or the
+/// server itself) counted.
 #[derive(Debug, Default, Clone)]
 struct Counts {
     http_requests: u64,
     calls: BTreeMap<String, u64>,
     bytes_up: u64,
     bytes_down: u64,
+    /// ElectrumX's cost of the session at the end, not a difference: time
+    /// takes it away.
+    electrum_cost: Option<f64>,
+}
+
+/// Where the counts come from.
+trait Meter {
+    async fn counts(&self) -> anyhow::Result<Counts>;
+}
+
+impl Meter for Proxy {
+    async fn counts(&self) -> anyhow::Result<Counts> {
+        Ok(Proxy::counts(self))
+    }
+}
+
+/// The Tron test node counts what it serves: rpcs and their encoded answers.
+impl Meter for TronNode {
+    async fn counts(&self) -> anyhow::Result<Counts> {
+        let served = self.served();
+        Ok(Counts {
+            http_requests: served.values().map(|(n, _)| n).sum(),
+            calls: served
+                .iter()
+                .map(|(rpc, (n, _))| ((*rpc).to_owned(), *n))
+                .collect(),
+            bytes_up: 0,
+            bytes_down: served.values().map(|(_, b)| b).sum(),
+            electrum_cost: None,
+        })
+    }
+}
+
+/// ElectrumX accounts for each session: requests, bytes and cost.
+impl Meter for ElectrumX {
+    async fn counts(&self) -> anyhow::Result<Counts> {
+        let sessions = self.sessions().await?;
+        let requests = sessions.iter().map(|s| s.requests).sum();
+        Ok(Counts {
+            http_requests: requests,
+            calls: BTreeMap::from([("(requests, any method)".to_owned(), requests)]),
+            bytes_up: sessions.iter().map(|s| s.bytes_received).sum(),
+            bytes_down: sessions.iter().map(|s| s.bytes_sent).sum(),
+            electrum_cost: sessions.iter().map(|s| s.cost).reduce(f64::max),
+        })
+    }
 }
 
 impl Counts {
@@ -52,15 +113,19 @@ impl Counts {
 
     fn minus(&self, before: &Counts) -> Counts {
         Counts {
-            http_requests: self.http_requests - before.http_requests,
+            http_requests: self.http_requests.saturating_sub(before.http_requests),
             calls: self
                 .calls
                 .iter()
-                .map(|(m, n)| (m.clone(), n - before.calls.get(m).copied().unwrap_or(0)))
+                .map(|(m, n)| {
+                    let was = before.calls.get(m).copied().unwrap_or(0);
+                    (m.clone(), n.saturating_sub(was))
+                })
                 .filter(|(_, n)| *n > 0)
                 .collect(),
-            bytes_up: self.bytes_up - before.bytes_up,
-            bytes_down: self.bytes_down - before.bytes_down,
+            bytes_up: self.bytes_up.saturating_sub(before.bytes_up),
+            bytes_down: self.bytes_down.saturating_sub(before.bytes_down),
+            electrum_cost: self.electrum_cost,
         }
     }
 }
@@ -82,7 +147,12 @@ impl Proxy {
 
 /// Forwards one JSON-RPC POST, counting its calls (each of a batch) and
 /// bytes.
-async fn forward(State(p): State<Arc<Proxy>>, headers: HeaderMap, body: Bytes) -> Response {
+async fn forward(
+    State(p): State<Arc<Proxy>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let methods: Vec<String> = match serde_json::from_slice::<Value>(&body) {
         Ok(Value::Array(calls)) => calls.iter().map(method_of).collect(),
         Ok(call) => vec![method_of(&call)],
@@ -90,7 +160,8 @@ async fn forward(State(p): State<Arc<Proxy>>, headers: HeaderMap, body: Bytes) -
     };
     let mut ask = p
         .http
-        .post(&p.target)
+        // The path too: a call to one wallet of several goes to /wallet/NAME.
+        .post(format!("{}{}", p.target, uri.path()))
         .header(header::CONTENT_TYPE, "application/json");
     if let Some(auth) = headers.get(header::AUTHORIZATION) {
         ask = ask.header(header::AUTHORIZATION, auth);
@@ -147,6 +218,7 @@ struct Args {
     txs: u64,
     blocks: u64,
     mempool: u64,
+    watched: u64,
 }
 
 fn args() -> anyhow::Result<Args> {
@@ -157,6 +229,7 @@ fn args() -> anyhow::Result<Args> {
         txs: 100,
         blocks: 200,
         mempool: 20_000,
+        watched: 5_000,
     };
     while let Some(flag) = it.next() {
         let value = it.next().with_context(|| format!("{flag} needs a value"))?;
@@ -164,7 +237,10 @@ fn args() -> anyhow::Result<Args> {
             "--txs" => a.txs = value.parse().context("--txs")?,
             "--blocks" => a.blocks = value.parse().context("--blocks")?,
             "--mempool" => a.mempool = value.parse().context("--mempool")?,
-            f => bail!("unknown flag {f}; expected --txs N, --blocks B or --mempool M"),
+            "--watched" => a.watched = value.parse().context("--watched")?,
+            f => {
+                bail!("unknown flag {f}; expected --txs N, --blocks B, --mempool M or --watched W")
+            }
         }
     }
     Ok(a)
@@ -173,23 +249,25 @@ fn args() -> anyhow::Result<Args> {
 /// A node that makes blocks on demand, with the settings paywatch would
 /// read it with.
 trait Chain {
-    async fn add_block(&mut self, txs: u64) -> anyhow::Result<()>;
+    async fn add_block(&self, txs: u64) -> anyhow::Result<()>;
     async fn height(&self) -> anyhow::Result<u64>;
 }
 
 struct Anvil {
     node: AnvilNode,
-    serial: u64,
+    serial: std::sync::atomic::AtomicU64,
 }
 
 impl Chain for Anvil {
-    async fn add_block(&mut self, txs: u64) -> anyhow::Result<()> {
+    async fn add_block(&self, txs: u64) -> anyhow::Result<()> {
         for i in 0..txs {
-            self.serial += 1;
-            let to = format!("0x{:040x}", 0xbeef_0000_0000u64 + self.serial);
+            let serial = 1 + self
+                .serial
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let to = format!("0x{:040x}", 0xbeef_0000_0000u64 + serial);
             let from = ACCOUNTS[usize::try_from(i % 9 + 1)?];
             self.node
-                .send_eth(from, &to, 1_000 + u128::from(self.serial))
+                .send_eth(from, &to, 1_000 + u128::from(serial))
                 .await?;
         }
         self.node.mine(1).await?;
@@ -203,12 +281,41 @@ impl Chain for Anvil {
 
 struct Litecoin {
     node: LitecoinNode,
-    http: reqwest::Client,
+}
+
+/// Litecoin blocks as an Electrum server indexes them.
+struct Indexed {
+    chain: Litecoin,
+    server: ElectrumX,
+}
+
+impl Chain for Indexed {
+    async fn add_block(&self, txs: u64) -> anyhow::Result<()> {
+        self.chain.add_block(txs).await?;
+        self.server.wait_synced_with(&self.chain.node).await?;
+        Ok(())
+    }
+
+    async fn height(&self) -> anyhow::Result<u64> {
+        self.chain.height().await
+    }
+}
+
+/// Tron blocks of `txs` TRX transfers.
+impl Chain for TronNode {
+    async fn add_block(&self, txs: u64) -> anyhow::Result<()> {
+        self.fill_blocks(1, usize::try_from(txs)?)?;
+        Ok(())
+    }
+
+    async fn height(&self) -> anyhow::Result<u64> {
+        Ok(self.tip())
+    }
 }
 
 impl Chain for Litecoin {
     /// Blocks of the wallet's own payments: `txs` of them, then mined.
-    async fn add_block(&mut self, txs: u64) -> anyhow::Result<()> {
+    async fn add_block(&self, txs: u64) -> anyhow::Result<()> {
         let to = self.node.new_address().await?;
         for _ in 0..txs {
             self.node.send(&to, "0.001").await?;
@@ -219,117 +326,6 @@ impl Chain for Litecoin {
 
     async fn height(&self) -> anyhow::Result<u64> {
         Ok(self.node.block_count().await?)
-    }
-}
-
-impl Litecoin {
-    /// One JSON-RPC batch, its body written as text (amounts exactly as
-    /// written); every call must succeed.
-    async fn batch(&self, calls: &[String]) -> anyhow::Result<Vec<Value>> {
-        let body = format!("[{}]", calls.join(","));
-        let answers: Vec<Value> = self
-            .http
-            .post(self.node.rpc_url())
-            .basic_auth(self.node.rpc_user(), Some(self.node.rpc_password()))
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(body)
-            .send()
-            .await?
-            .json()
-            .await?;
-        answers
-            .into_iter()
-            .map(|a| match a.get("error") {
-                Some(e) if !e.is_null() => bail!("batch call failed: {e}"),
-                _ => Ok(a["result"].clone()),
-            })
-            .collect()
-    }
-
-    /// `count` transactions waiting in the mempool, each spending one coin
-    /// of a fan-out of the wallet's coinbases.
-    async fn fill_mempool(&self, count: u64) -> anyhow::Result<()> {
-        const FAN: u64 = 1_000;
-        let call = |id: u64, method: &str, params: String| {
-            format!(r#"{{"jsonrpc":"1.0","id":{id},"method":"{method}","params":{params}}}"#)
-        };
-        let addresses: Vec<String> = self
-            .batch(
-                &(0..FAN)
-                    .map(|i| call(i, "getnewaddress", r#"["","bech32"]"#.to_owned()))
-                    .collect::<Vec<_>>(),
-            )
-            .await?
-            .into_iter()
-            .map(|v| v.as_str().unwrap_or_default().to_owned())
-            .collect();
-        let outputs = addresses
-            .iter()
-            .map(|a| format!(r#""{a}":0.01"#))
-            .collect::<Vec<_>>()
-            .join(",");
-        for _ in 0..count.div_ceil(FAN) {
-            self.node
-                .rpc_raw("sendmany", &format!(r#"["",{{{outputs}}}]"#))
-                .await?;
-        }
-        self.node.mine(1).await?;
-        let listed = format!(
-            "[1,9999999,[{}]]",
-            addresses
-                .iter()
-                .map(|a| format!("\"{a}\""))
-                .collect::<Vec<_>>()
-                .join(",")
-        );
-        let coins = self.node.rpc_raw("listunspent", &listed).await?;
-        let coins = coins.as_array().context("listunspent")?;
-        let to = self.node.new_address().await?;
-        let coins: Vec<&Value> = coins.iter().take(usize::try_from(count)?).collect();
-        for chunk in coins.chunks(500) {
-            let raw = self
-                .batch(
-                    &chunk
-                        .iter()
-                        .enumerate()
-                        .map(|(i, c)| {
-                            call(
-                                i as u64,
-                                "createrawtransaction",
-                                format!(
-                                    r#"[[{{"txid":"{}","vout":{}}}],[{{"{to}":0.0099}}]]"#,
-                                    c["txid"].as_str().unwrap_or_default(),
-                                    c["vout"]
-                                ),
-                            )
-                        })
-                        .collect::<Vec<_>>(),
-                )
-                .await?;
-            let signed = self
-                .batch(
-                    &raw.iter()
-                        .enumerate()
-                        .map(|(i, r)| {
-                            call(i as u64, "signrawtransactionwithwallet", format!("[{r}]"))
-                        })
-                        .collect::<Vec<_>>(),
-                )
-                .await?;
-            self.batch(
-                &signed
-                    .iter()
-                    .enumerate()
-                    .map(|(i, s)| call(i as u64, "sendrawtransaction", format!("[{}]", s["hex"])))
-                    .collect::<Vec<_>>(),
-            )
-            .await?;
-        }
-        let waiting = self.node.mempool().await?.len();
-        if (waiting as u64) < count {
-            bail!("only {waiting} transactions in the mempool, not {count}");
-        }
-        Ok(())
     }
 }
 
@@ -347,7 +343,7 @@ async fn step<S: BlockSource>(stream: &mut CanonicalStream<S>) -> anyhow::Result
 fn report(what: &str, c: &Counts, per: &str, n: u64) {
     let n = n.max(1);
     println!(
-        "{what:<14} {} calls in {} HTTP requests, {} bytes up, {} bytes down; per {per}: {} calls, {} bytes down",
+        "{what:<14} {} calls in {} requests, {} bytes up, {} bytes down; per {per}: {} calls, {} bytes down",
         c.calls(),
         c.http_requests,
         c.bytes_up,
@@ -358,15 +354,22 @@ fn report(what: &str, c: &Counts, per: &str, n: u64) {
     for (m, k) in &c.calls {
         println!("{:<16} {m:<28} {k:>7}", "");
     }
+    if let Some(cost) = c.electrum_cost {
+        println!(
+            "{:<16} ElectrumX session cost now {cost:.0} (slowed past 1,000, closed at 10,000)",
+            ""
+        );
+    }
 }
 
-async fn measure<C: Chain>(
-    chain: &mut C,
+async fn measure<C: Chain, M: Meter>(
+    chain: &C,
     network: Network,
     settings: &Settings,
     a: &Args,
-    proxy: &Proxy,
+    meter: &M,
     block_secs: u64,
+    watched: &[String],
 ) -> anyhow::Result<CanonicalStream<Arc<dyn BlockSource>>> {
     let ns = settings
         .networks
@@ -378,25 +381,28 @@ async fn measure<C: Chain>(
     }
     let watch = Arc::new(paywatch::chains::watch_set(network, Some(ns)));
     watch.insert(&format!("0x{:040x}", 0xdead_u64));
+    for address in watched {
+        watch.insert(address);
+    }
     let source = paywatch::chains::source(network, ns, watch)?.context("a node source")?;
     let mut stream = CanonicalStream::new(source, Vec::new(), start, 64);
 
-    let before = proxy.counts();
+    let before = meter.counts().await?;
     let tip = chain.height().await?;
     while stream.cursor_tip().is_none_or(|c| c.height < tip) {
         step(&mut stream).await?;
     }
-    let catch_up = proxy.counts().minus(&before);
+    let catch_up = meter.counts().await?.minus(&before);
     report("catching up", &catch_up, "block", a.blocks);
 
     const STEPS: u64 = 60;
     // A second apart, as the daemon polls: what a poll may keep is kept
     // for a while, not for ever.
     const IDLE_POLLS: u64 = 15;
-    let idle = idle_polls(&mut stream, proxy, IDLE_POLLS).await?;
+    let idle = idle_polls(&mut stream, meter, IDLE_POLLS).await?;
     report("idle", &idle, "poll", IDLE_POLLS);
 
-    let before = proxy.counts();
+    let before = meter.counts().await?;
     // Polls until each new block is connected: a source that reads past
     // the tip on speculation may find it one poll late.
     let mut polls = 0;
@@ -409,12 +415,16 @@ async fn measure<C: Chain>(
                 bail!("new blocks are not connected");
             }
             connected = step(&mut stream).await?;
+            if connected == 0 {
+                // An Electrum server tells of a block a moment after it.
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
         }
         if connected != 1 {
             bail!("a step after one new block connected {connected}");
         }
     }
-    let following = proxy.counts().minus(&before);
+    let following = meter.counts().await?.minus(&before);
     report("following", &following, "new block", STEPS);
     println!("{:<16} {polls} polls for {STEPS} new blocks", "");
 
@@ -435,18 +445,47 @@ async fn measure<C: Chain>(
     Ok(stream)
 }
 
-/// Idle polls a second apart, as the daemon makes them.
-async fn idle_polls<S: BlockSource>(
+/// The first poll after a filled mempool (each waiting transaction read
+/// once), then idle polls with it waiting.
+async fn mempool_idle<S: BlockSource, M: Meter>(
     stream: &mut CanonicalStream<S>,
-    proxy: &Proxy,
+    meter: &M,
+    waiting: u64,
+) -> anyhow::Result<()> {
+    // (A block connected first reads no mempool: poll until one has not.)
+    let before = meter.counts().await?;
+    while step(stream).await? > 0 {}
+    report(
+        "first poll",
+        &meter.counts().await?.minus(&before),
+        "poll",
+        1,
+    );
+    const POLLS: u64 = 15;
+    let busy = idle_polls(stream, meter, POLLS).await?;
+    report(&format!("idle, {waiting} in mempool"), &busy, "poll", POLLS);
+    println!(
+        "per hour idle with {waiting} transactions waiting (after the first poll): {} calls, \
+         {} bytes down ({} KB a minute)",
+        busy.calls() * 3_600 / POLLS,
+        busy.bytes_down * 3_600 / POLLS,
+        busy.bytes_down * 60 / POLLS / 1_000,
+    );
+    Ok(())
+}
+
+/// Idle polls a second apart, as the daemon makes them.
+async fn idle_polls<S: BlockSource, M: Meter>(
+    stream: &mut CanonicalStream<S>,
+    meter: &M,
     polls: u64,
 ) -> anyhow::Result<Counts> {
-    let before = proxy.counts();
+    let before = meter.counts().await?;
     for _ in 0..polls {
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
         step(stream).await?;
     }
-    Ok(proxy.counts().minus(&before))
+    Ok(meter.counts().await?.minus(&before))
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -466,12 +505,15 @@ async fn main() -> anyhow::Result<()> {
             ns.rpc.url = url;
             ns.chain_id = Some(paywatch_testkit::anvil::CHAIN_ID);
             node.set_automine(false).await?;
-            let mut chain = Anvil { node, serial: 0 };
+            let chain = Anvil {
+                node,
+                serial: 0.into(),
+            };
             println!(
                 "ethereum (anvil), blocks of {} ETH transfers, default settings",
                 a.txs
             );
-            measure(&mut chain, Network::Ethereum, &settings, &a, &proxy, 12)
+            measure(&chain, Network::Ethereum, &settings, &a, &*proxy, 12, &[])
                 .await
                 .map(drop)
         }
@@ -489,44 +531,137 @@ async fn main() -> anyhow::Result<()> {
             ns.rpc.url = url;
             ns.rpc.user = Some(node.rpc_user().to_owned());
             ns.rpc.password = Some(paywatch::settings::Secret(node.rpc_password().to_owned()));
-            let mut chain = Litecoin {
-                node,
-                http: reqwest::Client::new(),
-            };
+            let chain = Litecoin { node };
             println!(
                 "litecoin (Litecoin Core regtest), blocks of {} wallet payments, default settings \
                  (mempool followed: {})",
                 a.txs, ns.mempool
             );
             let mut stream =
-                measure(&mut chain, Network::Litecoin, &settings, &a, &proxy, 150).await?;
-            chain.fill_mempool(a.mempool).await?;
-            // The first poll reads each waiting transaction once; later
-            // ones only what is new, and the whole txid list each time.
-            // (The fan-out block is connected first: a poll that finds a
-            // block reads no mempool.)
+                measure(&chain, Network::Litecoin, &settings, &a, &*proxy, 150, &[]).await?;
+            chain.node.fill_mempool(usize::try_from(a.mempool)?).await?;
+            println!("whole mempool (getrawmempool) each poll, as by default:");
+            mempool_idle(&mut stream, &*proxy, a.mempool).await?;
+
+            // The same node through a watch-only wallet, with as many
+            // addresses watched as a busy shop issues in weeks.
+            let mut settings = settings.clone();
+            let ns = settings
+                .networks
+                .get_mut("litecoin")
+                .context("litecoin settings")?;
+            ns.rpc.mempool_wallet = Some("paywatch-mempool".into());
+            let watch = Arc::new(paywatch::chains::watch_set(Network::Litecoin, Some(ns)));
+            let addresses = chain
+                .node
+                .rpc_batch(
+                    "getnewaddress",
+                    &vec![r#"["","bech32"]"#.to_owned(); usize::try_from(a.watched)?],
+                )
+                .await?;
+            for address in &addresses {
+                watch.insert(address.as_str().context("an address")?);
+            }
+            let source =
+                paywatch::chains::source(Network::Litecoin, ns, watch)?.context("a node source")?;
+            let tip = chain.height().await?;
+            let mut stream = CanonicalStream::new(source, Vec::new(), tip, 64);
             let before = proxy.counts();
-            while step(&mut stream).await? > 0 {}
-            let first = proxy.counts().minus(&before);
-            report("first poll after", &first, "poll", 1);
-            const POLLS: u64 = 15;
-            let busy = idle_polls(&mut stream, &proxy, POLLS).await?;
+            let mut polls = 0;
+            // Imports go 2,000 addresses a poll; done when a poll imports none.
+            loop {
+                polls += 1;
+                let calls = proxy.counts();
+                step(&mut stream).await?;
+                if polls > 1
+                    && !proxy
+                        .counts()
+                        .minus(&calls)
+                        .calls
+                        .contains_key("importmulti")
+                {
+                    break;
+                }
+            }
             report(
-                &format!("idle, {} in mempool", a.mempool),
-                &busy,
+                &format!("importing {} addresses", a.watched),
+                &proxy.counts().minus(&before),
                 "poll",
-                POLLS,
+                polls,
             );
+            let paid = addresses[0].as_str().context("an address")?;
+            chain.node.send(paid, "0.5").await?;
             println!(
-                "per hour idle with {} transactions waiting (after the first poll): {} calls, \
-                 {} bytes down ({} MB a minute)",
-                a.mempool,
-                busy.calls() * 3_600 / POLLS,
-                busy.bytes_down * 3_600 / POLLS,
-                busy.bytes_down * 60 / POLLS / 1_000_000,
+                "through the watch-only wallet (rpc.mempool_wallet), {} addresses watched, one \
+                 payment to them waiting:",
+                a.watched
             );
+            mempool_idle(&mut stream, &*proxy, a.mempool).await?;
             Ok(())
         }
-        n => bail!("unknown network {n}: ethereum or litecoin"),
+        "electrum" => {
+            let node = LitecoinNode::start(NodeOptions::default()).await?;
+            node.mine(110).await?;
+            let server = ElectrumX::start(&node).await?;
+            let ns = settings
+                .networks
+                .get_mut("litecoin")
+                .context("litecoin settings")?;
+            ns.enabled = true;
+            ns.source = "electrum".into();
+            ns.chain = "regtest".into();
+            ns.electrum.url = server.tcp_url();
+            let watched: Vec<String> = node
+                .rpc_batch(
+                    "getnewaddress",
+                    &vec![r#"["","bech32"]"#.to_owned(); usize::try_from(a.watched)?],
+                )
+                .await?
+                .into_iter()
+                .map(|v| v.as_str().map(str::to_owned).context("an address"))
+                .collect::<anyhow::Result<_>>()?;
+            println!(
+                "litecoin through ElectrumX (its default cost limits), {} addresses watched, \
+                 blocks of {} wallet payments, default settings",
+                a.watched, a.txs
+            );
+            let chain = Indexed {
+                chain: Litecoin { node },
+                server,
+            };
+            measure(
+                &chain,
+                Network::Litecoin,
+                &settings,
+                &a,
+                &chain.server,
+                150,
+                &watched,
+            )
+            .await
+            .map(drop)
+        }
+        "tron" => {
+            let node = TronNode::start(TronNodeOptions::default()).await?;
+            let ns = settings.networks.get_mut("tron").context("tron settings")?;
+            ns.enabled = true;
+            ns.source = "node".into();
+            ns.rpc.url = node.url();
+            ns.rpc.solidity_url = Some(node.solidity_url());
+            println!(
+                "tron (the gRPC test node), blocks of {} TRX transfers, default settings; bytes \
+                 are the answers' protobuf, without gRPC framing",
+                a.txs
+            );
+            println!(
+                "beside TronGrid's documented quota (developers.tron.network, rate limits): \
+                 100,000 requests a day per account, 15 to 20 a second with a key; a day is \
+                 24 times the hour below"
+            );
+            measure(&node, Network::Tron, &settings, &a, &node, 3, &[])
+                .await
+                .map(drop)
+        }
+        n => bail!("unknown network {n}: ethereum, litecoin, electrum or tron"),
     }
 }
