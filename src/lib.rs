@@ -7,6 +7,7 @@ pub mod api;
 pub mod app;
 pub mod chains;
 pub mod clock;
+mod config_keys;
 mod console;
 mod devnet;
 pub mod ingest;

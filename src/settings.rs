@@ -529,7 +529,20 @@ impl Settings {
                 .prefix_separator("__")
                 .separator("__"),
         );
-        let settings: Settings = builder.build()?.try_deserialize()?;
+        let config = builder.build()?;
+        let mut unknown = Vec::new();
+        let settings: Settings =
+            serde_ignored::deserialize(config.clone(), |path| unknown.push(path.to_string()))?;
+        let defaults = config::Config::builder()
+            .add_source(config::File::from_str(
+                DEFAULT_TOML,
+                config::FileFormat::Toml,
+            ))
+            .build()?;
+        if let Some(why) = crate::config_keys::describe_unknown(&config, &defaults, file, &unknown)
+        {
+            return Err(SettingsError::Invalid(why));
+        }
         settings.validate()?;
         Ok(settings)
     }

@@ -1457,3 +1457,55 @@ fn a_planted_secret_never_leaves_the_configuration() {
         leaks.join("\n\n")
     );
 }
+
+/// `sourc = "node"` was read as nothing, so the network ran on the dev
+/// chain and a production watcher would never see a real payment. A key no
+/// setting reads is refused, naming the key, where it was set and the key
+/// it most likely meant; from the environment too.
+#[test]
+fn a_misspelt_key_is_refused_naming_it_its_file_and_the_key_meant() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("paywatch.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[database]\nurl = \"{}\"\n\n[networks.litecoin]\nsourc = \"node\"\n",
+            sqlite_url(&dir.path().join("paywatch.db"))
+        ),
+    )
+    .unwrap();
+    let out = paywatch(&config).arg("migrate").output().unwrap();
+    let ran = Ran::from("migrate".into(), out);
+    let said = ran.fails();
+    assert!(
+        said.contains("networks.litecoin.sourc")
+            && said.contains(&config.display().to_string())
+            && said.contains("did you mean `networks.litecoin.source`"),
+        "{said}"
+    );
+    assert!(
+        !dir.path().join("paywatch.db").exists(),
+        "nothing ran on a configuration with a mistake in it"
+    );
+
+    std::fs::write(
+        &config,
+        format!(
+            "[database]\nurl = \"{}\"\n",
+            sqlite_url(&dir.path().join("paywatch.db"))
+        ),
+    )
+    .unwrap();
+    let out = paywatch(&config)
+        .env("PAYWATCH__API__LISTN", "127.0.0.1:9")
+        .arg("migrate")
+        .output()
+        .unwrap();
+    let said = Ran::from("migrate".into(), out).fails();
+    assert!(
+        said.contains("api.listn")
+            && said.contains("PAYWATCH__API__LISTN")
+            && said.contains("`api.listen`"),
+        "{said}"
+    );
+}
