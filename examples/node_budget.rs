@@ -554,14 +554,9 @@ async fn main() -> anyhow::Result<()> {
             let watch = Arc::new(paywatch::chains::watch_set(Network::Litecoin, Some(ns)));
             let addresses = chain
                 .node
-                .rpc_batch(
-                    "getnewaddress",
-                    &vec![r#"["","bech32"]"#.to_owned(); usize::try_from(a.watched)?],
-                )
+                .new_addresses(usize::try_from(a.watched)?)
                 .await?;
-            for address in &addresses {
-                watch.insert(address.as_str().context("an address")?);
-            }
+            watch.extend(addresses.iter().map(String::as_str));
             let source =
                 paywatch::chains::source(Network::Litecoin, ns, watch)?.context("a node source")?;
             let tip = chain.height().await?;
@@ -589,7 +584,7 @@ async fn main() -> anyhow::Result<()> {
                 "poll",
                 polls,
             );
-            let paid = addresses[0].as_str().context("an address")?;
+            let paid = addresses.first().context("--watched must be at least 1")?;
             chain.node.send(paid, "0.5").await?;
             println!(
                 "through the watch-only wallet (rpc.mempool_wallet), {} addresses watched, one \
@@ -611,15 +606,7 @@ async fn main() -> anyhow::Result<()> {
             ns.source = "electrum".into();
             ns.chain = "regtest".into();
             ns.electrum.url = server.tcp_url();
-            let watched: Vec<String> = node
-                .rpc_batch(
-                    "getnewaddress",
-                    &vec![r#"["","bech32"]"#.to_owned(); usize::try_from(a.watched)?],
-                )
-                .await?
-                .into_iter()
-                .map(|v| v.as_str().map(str::to_owned).context("an address"))
-                .collect::<anyhow::Result<_>>()?;
+            let watched = node.new_addresses(usize::try_from(a.watched)?).await?;
             println!(
                 "litecoin through ElectrumX (its default cost limits), {} addresses watched, \
                  blocks of {} wallet payments, default settings",

@@ -52,10 +52,7 @@ pub fn watch_set(network: Network, ns: Option<&NetworkSettings>) -> WatchSet {
     }
     // Electrum subscribes to each address, and a mempool wallet imports
     // each: both need the addresses as text.
-    if ns.is_some_and(|n| {
-        n.source == "electrum"
-            || (n.source == "node" && n.mempool && n.rpc.mempool_wallet.is_some())
-    }) {
+    if ns.is_some_and(|n| n.source == "electrum" || mempool_wallet_name(n).is_some()) {
         set = set.listing();
     }
     set
@@ -328,15 +325,20 @@ pub(crate) fn evm_tokens(ns: &NetworkSettings) -> Result<evm::Tokens, ChainSetup
     Ok(evm::Tokens::new(tokens))
 }
 
-/// The RPC client `[networks.X.rpc]` describes: its URL, and either a user
-/// and password or the node's cookie file.
+/// The watch-only wallet a node source follows the mempool through, when
+/// it follows the mempool at all.
+fn mempool_wallet_name(ns: &NetworkSettings) -> Option<&String> {
+    let node = ns.source == "node" && ns.mempool;
+    ns.rpc.mempool_wallet.as_ref().filter(|_| node)
+}
+
 /// The mempool wallet's name, refused unless it is a plain file name: it
 /// goes into the node's RPC path and names a directory on the node.
 fn mempool_wallet(
     network: Network,
     ns: &NetworkSettings,
 ) -> Result<Option<String>, ChainSetupError> {
-    let Some(name) = ns.rpc.mempool_wallet.as_ref().filter(|_| ns.mempool) else {
+    let Some(name) = mempool_wallet_name(ns) else {
         return Ok(None);
     };
     let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
@@ -353,6 +355,8 @@ fn mempool_wallet(
     Ok(Some(name.clone()))
 }
 
+/// The RPC client `[networks.X.rpc]` describes: its URL, and either a user
+/// and password or the node's cookie file.
 pub(crate) fn node_rpc(
     network: Network,
     ns: &NetworkSettings,

@@ -9,19 +9,27 @@ use std::collections::BTreeSet;
 /// gives them), or `None` when there are none.
 pub(crate) fn describe_unknown(
     config: &config::Config,
-    defaults: &config::Config,
     file: Option<&str>,
     unknown: &[String],
 ) -> Option<String> {
     if unknown.is_empty() {
         return None;
     }
+    // Read only when there is a mistake to explain. They loaded before
+    // the file did, so they cannot fail here; without them, no hint.
+    let defaults = config::Config::builder()
+        .add_source(config::File::from_str(
+            crate::settings::DEFAULT_TOML,
+            config::FileFormat::Toml,
+        ))
+        .build()
+        .unwrap_or_default();
     let lines: Vec<String> = unknown
         .iter()
         .map(|path| {
             let (parent, leaf) = path.rsplit_once('.').unwrap_or(("", path.as_str()));
             let origin = origin_of(config, file, parent, leaf);
-            let hint = nearest(leaf, &known_siblings(defaults, parent))
+            let hint = nearest(leaf, &known_siblings(&defaults, parent))
                 .map(|k| format!(": did you mean `{}`?", join(parent, &k)))
                 .unwrap_or_default();
             format!("\n  `{path}` {origin}{hint}")

@@ -533,14 +533,7 @@ impl Settings {
         let mut unknown = Vec::new();
         let settings: Settings =
             serde_ignored::deserialize(config.clone(), |path| unknown.push(path.to_string()))?;
-        let defaults = config::Config::builder()
-            .add_source(config::File::from_str(
-                DEFAULT_TOML,
-                config::FileFormat::Toml,
-            ))
-            .build()?;
-        if let Some(why) = crate::config_keys::describe_unknown(&config, &defaults, file, &unknown)
-        {
+        if let Some(why) = crate::config_keys::describe_unknown(&config, file, &unknown) {
             return Err(SettingsError::Invalid(why));
         }
         settings.validate()?;

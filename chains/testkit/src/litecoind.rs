@@ -403,6 +403,15 @@ impl LitecoinNode {
         as_string("getnewaddress", v)
     }
 
+    /// `count` new bech32 wallet addresses, in one batch.
+    pub async fn new_addresses(&self, count: usize) -> Result<Vec<String>, HarnessError> {
+        self.rpc_batch("getnewaddress", &vec![r#"["","bech32"]"#.to_owned(); count])
+            .await?
+            .into_iter()
+            .map(|v| as_string("getnewaddress", v))
+            .collect()
+    }
+
     /// A new MWEB wallet address (`tmweb1…`).
     pub async fn new_mweb_address(&self) -> Result<String, HarnessError> {
         let v = self.rpc("getnewaddress", json!(["", "mweb"])).await?;
@@ -585,12 +594,7 @@ impl LitecoinNode {
     /// (one block), then each of its outputs is spent alone.
     pub async fn fill_mempool(&self, count: usize) -> Result<(), HarnessError> {
         const FAN: usize = 1_000;
-        let addresses: Vec<String> = self
-            .rpc_batch("getnewaddress", &vec![r#"["","bech32"]"#.to_owned(); FAN])
-            .await?
-            .into_iter()
-            .map(|v| as_string("getnewaddress", v))
-            .collect::<Result<_, _>>()?;
+        let addresses = self.new_addresses(FAN).await?;
         let outputs = addresses
             .iter()
             .map(|a| format!(r#""{a}":0.01"#))

@@ -110,6 +110,7 @@ struct HeaderInfo {
 
 impl NodeSource {
     pub fn new(rpc: NodeRpc, cfg: NodeConfig, watch: Arc<WatchSet>) -> NodeSource {
+        let rpc = Arc::new(rpc);
         NodeSource {
             watch,
             known_tip: Arc::new(AtomicU64::new(0)),
@@ -121,9 +122,9 @@ impl NodeSource {
             wallet: cfg
                 .mempool_wallet
                 .as_deref()
-                .map(|name| WalletMempool::new(&rpc, name)),
+                .map(|name| WalletMempool::new(rpc.clone(), name)),
             memo: std::sync::Mutex::new(TipMemo::default()),
-            rpc: Arc::new(rpc),
+            rpc,
             cfg,
         }
     }

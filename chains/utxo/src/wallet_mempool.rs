@@ -12,6 +12,8 @@
 //! rescans nothing: money already waiting for an address when it is
 //! imported is seen once mined, as blocks see everything anyway.
 
+use std::sync::Arc;
+
 use paywatch_core::{SourceError, WatchSet};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -30,7 +32,9 @@ const IMPORTS_PER_POLL: usize = 2_000;
 const IMPORTS_PER_REQUEST: usize = 500;
 
 pub(crate) struct WalletMempool {
-    node: NodeRpc,
+    /// The source's own client, for the node-wide calls.
+    node: Arc<NodeRpc>,
+    /// The same node at `/wallet/NAME`, for calls to this wallet.
     wallet: NodeRpc,
     name: String,
     state: Mutex<Imports>,
@@ -64,10 +68,10 @@ struct ImportResult {
 }
 
 impl WalletMempool {
-    pub(crate) fn new(node: &NodeRpc, name: &str) -> WalletMempool {
+    pub(crate) fn new(node: Arc<NodeRpc>, name: &str) -> WalletMempool {
         WalletMempool {
-            node: node.at_path(""),
             wallet: node.at_path(&format!("/wallet/{name}")),
+            node,
             name: name.to_owned(),
             state: Mutex::new(Imports::default()),
         }
@@ -94,7 +98,7 @@ impl WalletMempool {
             match self.import(chunk).await {
                 Ok(()) => state.imported += chunk.len(),
                 Err(e) => {
-                    state.open = state.open && !is_unloaded(&e);
+                    state.open = !is_unloaded(&e);
                     return Err(self.failed("importmulti", e));
                 }
             }
