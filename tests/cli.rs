@@ -1235,6 +1235,10 @@ fn planted_token(role: &str) -> String {
 async fn planted_session(base: &str, metrics: u16, daemon: &Daemon) -> Vec<(String, String)> {
     let http = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
+        // The server closes a connection idle for its header-read time (5 s),
+        // and this session waits that long once: a pooled connection reused
+        // just then was reset under the request.
+        .pool_idle_timeout(Duration::from_secs(2))
         .build()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
