@@ -207,6 +207,12 @@ async fn every_endpoint_checks_its_callers_role(b: Backend) {
         ),
         (
             Method::GET,
+            "/v1/events?after=0".into(),
+            None,
+            vec![STOREFRONT, OPERATOR, SUPPORT],
+        ),
+        (
+            Method::GET,
             "/v1/accounts/acct-9/balance".into(),
             None,
             vec![STOREFRONT, SUPPORT],

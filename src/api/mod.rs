@@ -6,6 +6,7 @@ mod auth;
 pub(crate) mod bounded_listener;
 pub(crate) mod connections;
 mod error;
+mod events;
 mod health;
 mod intent_view;
 mod operator;
@@ -99,6 +100,7 @@ pub fn router(state: ApiState) -> Router {
             post(storefront::declare_paid),
         )
         .route("/v1/intents/{id}/{file}", get(storefront::qr))
+        .route("/v1/events", get(events::list))
         .route("/v1/cases", get(support::find))
         .route("/v1/cases/{id}", get(support::case))
         .route("/v1/cases/{id}/actions", post(support::act))

@@ -99,7 +99,7 @@ impl Reconciler {
         store
             .post_ledger(&mut tx, std::slice::from_ref(&posting), now)
             .await?;
-        let mut news = vec![events::ledger(&posting, "order", p.order.unwrap_or(""))];
+        let mut news = vec![events::ledger(&posting, p.order.map(|o| ("order", o)))];
         if let Some(order) = p.order {
             let made = store
                 .insert_settlements(

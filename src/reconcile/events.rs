@@ -1,7 +1,8 @@
 //! The outbox rows the money path writes, one per change, in the same
 //! transaction as the change: a status, a settlement, a ledger entry or a
-//! support decision. Their payloads are the storefront's feed (webhooks and
-//! readers of `outbox`), so their fields only grow.
+//! support decision. They are the storefront's feed (`paywatch_events`,
+//! `GET /v1/events`, webhooks), so their fields only grow. Every payload
+//! also carries `cursor` and `created_at_ms`, added as it is written.
 //!
 //! | topic           | when                                                  |
 //! |-----------------|-------------------------------------------------------|
@@ -10,16 +11,35 @@
 //! | `ledger`        | a ledger entry was posted (credit, reversal, debit)   |
 //! | `decision`      | support recorded a decision on a case                 |
 
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::store::{IntentRecord, LedgerPosting, OutboxEvent, VerdictWrite};
 
+fn event(
+    topic: &'static str,
+    intent_id: Option<i64>,
+    about: Option<(&str, &str)>,
+    payload: Value,
+) -> OutboxEvent {
+    let Value::Object(payload) = payload else {
+        unreachable!("every event payload is written as a JSON object")
+    };
+    OutboxEvent {
+        topic,
+        intent_id,
+        kind: about.map(|(k, _)| k.to_owned()),
+        reference: about.map(|(_, r)| r.to_owned()),
+        payload,
+    }
+}
+
 pub(crate) fn status_changed(w: &VerdictWrite<'_>) -> OutboxEvent {
     let i = w.intent;
-    OutboxEvent {
-        topic: "intent.status",
-        intent_id: Some(i.id),
-        payload: json!({
+    event(
+        "intent.status",
+        Some(i.id),
+        Some((i.kind.as_str(), &i.reference)),
+        json!({
             "event": "intent.status",
             "intent_id": i.id,
             "kind": i.kind.as_str(),
@@ -30,9 +50,8 @@ pub(crate) fn status_changed(w: &VerdictWrite<'_>) -> OutboxEvent {
             "outcome": w.outcome.map(|o| o.as_str()),
             "paid": w.paid_at_ms.is_some() && w.reversed_at_ms.is_none(),
             "reason": w.reason,
-        })
-        .to_string(),
-    }
+        }),
+    )
 }
 
 /// What happened to a settlement.
@@ -67,10 +86,11 @@ pub(crate) struct SettlementNews<'a> {
 }
 
 pub(crate) fn settlement(n: SettlementNews<'_>) -> OutboxEvent {
-    OutboxEvent {
-        topic: "settlement",
-        intent_id: n.intent_id,
-        payload: json!({
+    event(
+        "settlement",
+        n.intent_id,
+        Some((n.kind, n.reference)),
+        json!({
             "event": format!("settlement.{}", n.event.as_str()),
             "kind": n.kind,
             "reference": n.reference,
@@ -78,9 +98,8 @@ pub(crate) fn settlement(n: SettlementNews<'_>) -> OutboxEvent {
             "intent_id": n.intent_id,
             "via": n.via,
             "usd_cents": n.usd_cents,
-        })
-        .to_string(),
-    }
+        }),
+    )
 }
 
 pub(crate) fn settlement_of(
@@ -99,12 +118,15 @@ pub(crate) fn settlement_of(
     })
 }
 
-/// A ledger entry, with the order or top-up it belongs to.
-pub(crate) fn ledger(p: &LedgerPosting<'_>, kind: &str, reference: &str) -> OutboxEvent {
-    OutboxEvent {
-        topic: "ledger",
-        intent_id: p.intent_id,
-        payload: json!({
+/// A ledger entry, with the order or top-up it belongs to (none for a
+/// debit that paid no order).
+pub(crate) fn ledger(p: &LedgerPosting<'_>, about: Option<(&str, &str)>) -> OutboxEvent {
+    let (kind, reference) = (about.map(|a| a.0), about.map(|a| a.1));
+    event(
+        "ledger",
+        p.intent_id,
+        about,
+        json!({
             "event": "ledger.posted",
             "account": p.account,
             "entry_kind": p.entry_kind,
@@ -113,9 +135,8 @@ pub(crate) fn ledger(p: &LedgerPosting<'_>, kind: &str, reference: &str) -> Outb
             "intent_id": p.intent_id,
             "kind": kind,
             "reference": reference,
-        })
-        .to_string(),
-    }
+        }),
+    )
 }
 
 /// A decision support recorded, without its note (kept to operators).
@@ -125,10 +146,11 @@ pub(crate) fn decision(
     action: &str,
     to_intent: Option<i64>,
 ) -> OutboxEvent {
-    OutboxEvent {
-        topic: "decision",
-        intent_id: Some(intent.id),
-        payload: json!({
+    event(
+        "decision",
+        Some(intent.id),
+        Some((intent.kind.as_str(), &intent.reference)),
+        json!({
             "event": "decision.recorded",
             "decision_id": decision_id,
             "intent_id": intent.id,
@@ -137,7 +159,6 @@ pub(crate) fn decision(
             "account": intent.account,
             "action": action,
             "to_intent": to_intent,
-        })
-        .to_string(),
-    }
+        }),
+    )
 }

@@ -147,9 +147,6 @@ impl Reconciler {
         let mut written = writer::write(&self.store, tx, facts, &self.policy, now).await?;
         written.events.extend(extra);
         self.store.insert_outbox(tx, &written.events, now).await?;
-        if !written.events.is_empty() {
-            self.store.notify_outbox(tx).await?;
-        }
         Ok(written)
     }
 

@@ -185,7 +185,7 @@ pub(crate) async fn write(
     out.events.extend(
         postings
             .iter()
-            .map(|(p, i)| events::ledger(p, i.kind.as_str(), &i.reference)),
+            .map(|(p, i)| events::ledger(p, Some((i.kind.as_str(), &i.reference)))),
     );
 
     let writes: Vec<VerdictWrite<'_>> = facts

@@ -76,6 +76,16 @@ const POSTGRES: Embedded = &[
         "chain gaps",
         include_str!("../../migrations/postgres/0013_chain_gaps.sql"),
     ),
+    (
+        14,
+        "event feed",
+        include_str!("../../migrations/postgres/0014_event_feed.sql"),
+    ),
+    (
+        15,
+        "amounts compared",
+        include_str!("../../migrations/postgres/0015_amounts_compared.sql"),
+    ),
 ];
 const SQLITE: Embedded = &[
     (
@@ -142,6 +152,16 @@ const SQLITE: Embedded = &[
         13,
         "chain gaps",
         include_str!("../../migrations/sqlite/0013_chain_gaps.sql"),
+    ),
+    (
+        14,
+        "event feed",
+        include_str!("../../migrations/sqlite/0014_event_feed.sql"),
+    ),
+    (
+        15,
+        "amounts compared",
+        include_str!("../../migrations/sqlite/0015_amounts_compared.sql"),
     ),
 ];
 

@@ -11,6 +11,7 @@ mod decisions;
 mod dialect;
 mod error;
 mod facts;
+mod feed;
 mod finality;
 mod gaps;
 mod intents;
@@ -41,6 +42,7 @@ pub(crate) use dialect::Col;
 pub use dialect::{redact_url, Dialect};
 pub use error::StoreError;
 pub(crate) use facts::{Facts, SettlementRow};
+pub use feed::FeedEvent;
 pub use gaps::{ChainGap, GapRefusal};
 pub use intents::{
     Declared, IntentEvent, IntentRecord, NewIntentRow, SettlementRecord, MAX_DECLARATIONS,
@@ -50,7 +52,9 @@ pub use leases::{Lease, LeaseHolder};
 pub(crate) use rescan::RescanProgress;
 pub use rescan::{RescanOutcome, RescanRefusal, RescanRequest};
 pub use run_lock::{RunLock, RunLockError};
-pub(crate) use settlements::{LedgerPosting, NewSettlement, OutboxEvent};
+pub(crate) use settlements::{
+    LedgerPosting, NewSettlement, OutboxEvent, FEED_CHANNEL, WEBHOOK_CHANNEL,
+};
 pub use transfers::TransferRecord;
 pub use unconfirmed::{MEMPOOL_BLOCK, MEMPOOL_HEIGHT};
 pub(crate) use verdicts::VerdictWrite;
@@ -147,7 +151,8 @@ impl Store {
     /// Applies every migration not yet applied. Safe to call at each start.
     pub async fn migrate(&self) -> Result<(), StoreError> {
         migrations::run(&self.pool, self.dialect).await?;
-        self.backfill_twin_addresses().await
+        self.backfill_twin_addresses().await?;
+        self.backfill_amount_short().await
     }
 
     /// Tests only: the schema as the release with migrations up to
@@ -155,6 +160,31 @@ impl Store {
     #[doc(hidden)]
     pub async fn migrate_until(&self, version: i64) -> Result<(), StoreError> {
         migrations::run_until(&self.pool, self.dialect, version).await
+    }
+
+    /// Intents with money final before `amount_short` existed get it, on
+    /// SQLite (PostgreSQL's migration works it out in SQL): SQLite cannot
+    /// subtract amounts beyond 64 bits exactly. Only rows still missing it
+    /// with money final are touched, so this is cheap at every start.
+    async fn backfill_amount_short(&self) -> Result<(), StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, CAST(amount_due AS TEXT) AS amount_due, \
+                    CAST(amount_final AS TEXT) AS amount_final FROM intents \
+             WHERE amount_short IS NULL AND CAST(amount_final AS TEXT) <> '0'",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        for r in rows {
+            let id: i64 = r.try_get("id")?;
+            let short =
+                amount_col(&r, "amount_due")?.saturating_sub(amount_col(&r, "amount_final")?);
+            sqlx::query(&self.sql("UPDATE intents SET amount_short = NUM($1) WHERE id = $2"))
+                .bind(short.to_string())
+                .bind(id)
+                .execute(&self.pool)
+                .await?;
+        }
+        Ok(())
     }
 
     /// Intents issued before twin addresses were kept get theirs: the

@@ -34,13 +34,38 @@ pub(crate) struct LedgerPosting<'a> {
     pub memo: String,
 }
 
-/// One row for the storefront's outbox.
-#[derive(Debug, Clone, Serialize)]
+/// One event for the storefront's feed (the outbox). `payload` is a JSON
+/// object; its `cursor` and `created_at_ms` are added when it is written.
+#[derive(Debug, Clone)]
 pub(crate) struct OutboxEvent {
     pub topic: &'static str,
     pub intent_id: Option<i64>,
-    pub payload: String,
+    /// The order or top-up the event is about; none for a debit that paid
+    /// no order.
+    pub kind: Option<String>,
+    pub reference: Option<String>,
+    pub payload: serde_json::Map<String, serde_json::Value>,
 }
+
+/// An outbox row as the batch insert reads it.
+#[derive(Debug, Serialize)]
+struct OutboxRow<'a> {
+    seq: i64,
+    topic: &'a str,
+    intent_id: Option<i64>,
+    kind: Option<&'a str>,
+    reference: Option<&'a str>,
+    payload: String,
+}
+
+/// The channel each feed write notifies, with its newest cursor.
+pub(crate) const FEED_CHANNEL: &str = "paywatch_outbox";
+/// The channel a webhook redelivery notifies: not a feed event.
+pub(crate) const WEBHOOK_CHANNEL: &str = "paywatch_webhooks";
+
+/// Any fixed number: it only has to differ from other advisory locks'
+/// keys, which are hashes of their own names.
+const FEED_LOCK: i64 = 0x7061_7977_6665_6564; // "paywfeed"
 
 impl Store {
     /// Makes these settlements, at most one per reference: the primary key on
@@ -159,6 +184,15 @@ impl Store {
         Ok(())
     }
 
+    /// Writes `events` to the feed in order, numbered after every event
+    /// already committed, and wakes listeners once this commits.
+    ///
+    /// On PostgreSQL the numbers are drawn under a transaction advisory lock
+    /// held until commit, so a second writer draws only once the first has
+    /// committed (or rolled back): the feed's order is commit order, and a
+    /// reader never sees a cursor while a lower one is still to commit.
+    /// Written last in the money path's transaction, so the lock is held
+    /// only for the commit. SQLite's one writer gives the same order.
     pub(crate) async fn insert_outbox(
         &self,
         tx: &mut Tx,
@@ -168,30 +202,110 @@ impl Store {
         if events.is_empty() {
             return Ok(());
         }
+        let first = self.draw_feed_numbers(tx, events.len()).await?;
+        let rows: Vec<OutboxRow<'_>> = events
+            .iter()
+            .zip(first..)
+            .map(|(e, seq)| {
+                let mut payload = e.payload.clone();
+                payload.insert("cursor".into(), seq.into());
+                payload.insert("created_at_ms".into(), now_ms.into());
+                OutboxRow {
+                    seq,
+                    topic: e.topic,
+                    intent_id: e.intent_id,
+                    kind: e.kind.as_deref(),
+                    reference: e.reference.as_deref(),
+                    payload: serde_json::Value::Object(payload).to_string(),
+                }
+            })
+            .collect();
         let sql = format!(
-            "INSERT INTO outbox (topic, intent_id, payload, created_at) \
-             SELECT topic, intent_id, payload, $2 FROM {}",
+            "INSERT INTO outbox (seq, topic, intent_id, kind, reference, payload, created_at) \
+             SELECT seq, topic, intent_id, kind, reference, payload, $2 FROM {}",
             self.dialect().rowset(
                 "$1",
                 &[
+                    ("seq", Col::Int),
                     ("topic", Col::Text),
                     ("intent_id", Col::Int),
+                    ("kind", Col::Text),
+                    ("reference", Col::Text),
                     ("payload", Col::Text)
                 ]
             )
         );
         sqlx::query(&sql)
-            .bind(json(events)?)
+            .bind(json(&rows)?)
             .bind(now_ms)
             .execute(&mut **tx)
             .await?;
+        self.notify_feed(tx, &rows).await
+    }
+
+    /// The first of `n` consecutive feed numbers, all above any committed.
+    async fn draw_feed_numbers(&self, tx: &mut Tx, n: usize) -> Result<i64, StoreError> {
+        let n = i64::try_from(n).map_err(|_| StoreError::Corrupt("event batch size".into()))?;
+        match self.dialect() {
+            Dialect::Postgres => {
+                sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                    .bind(FEED_LOCK)
+                    .execute(&mut **tx)
+                    .await?;
+                // No other writer draws while the lock is held, so one
+                // statement takes n consecutive numbers.
+                let last: i64 = sqlx::query_scalar(
+                    "SELECT setval('outbox_seq', nextval('outbox_seq') + $1 - 1)",
+                )
+                .bind(n)
+                .fetch_one(&mut **tx)
+                .await?;
+                Ok(last - n + 1)
+            }
+            Dialect::Sqlite => {
+                let top: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM outbox")
+                    .fetch_one(&mut **tx)
+                    .await?;
+                Ok(top + 1)
+            }
+        }
+    }
+
+    /// One notification per order or top-up the events are about, carrying
+    /// its newest cursor: `{"cursor": 42, "kind": "order", "reference": "A-1"}`.
+    /// A hint only (any session may NOTIFY); the feed is the truth.
+    /// PostgreSQL delivers them only on commit.
+    async fn notify_feed(&self, tx: &mut Tx, rows: &[OutboxRow<'_>]) -> Result<(), StoreError> {
+        if self.dialect() != Dialect::Postgres {
+            return Ok(());
+        }
+        let mut newest: Vec<(Option<&str>, Option<&str>, i64)> = Vec::new();
+        for r in rows {
+            match newest
+                .iter_mut()
+                .find(|(k, rf, _)| *k == r.kind && *rf == r.reference)
+            {
+                Some(n) => n.2 = n.2.max(r.seq),
+                None => newest.push((r.kind, r.reference, r.seq)),
+            }
+        }
+        for (kind, reference, cursor) in newest {
+            let hint = serde_json::json!({"cursor": cursor, "kind": kind, "reference": reference});
+            sqlx::query("SELECT pg_notify($1, $2)")
+                .bind(FEED_CHANNEL)
+                .bind(hint.to_string())
+                .execute(&mut **tx)
+                .await?;
+        }
         Ok(())
     }
 
-    /// Wakes storefront listeners; PostgreSQL delivers it only on commit.
-    pub(crate) async fn notify_outbox(&self, tx: &mut Tx) -> Result<(), StoreError> {
+    /// Wakes the webhook senders (a redelivery); PostgreSQL delivers it only
+    /// on commit.
+    pub(crate) async fn notify_webhooks(&self, tx: &mut Tx) -> Result<(), StoreError> {
         if self.dialect() == Dialect::Postgres {
-            sqlx::query("SELECT pg_notify('paywatch_outbox', 'intent.status')")
+            sqlx::query("SELECT pg_notify($1, '')")
+                .bind(WEBHOOK_CHANNEL)
                 .execute(&mut **tx)
                 .await?;
         }

@@ -66,6 +66,7 @@ impl Store {
             outcome: Option<&'a str>,
             reason: &'a str,
             amount_final: String,
+            amount_short: String,
             amount_pending: String,
             amount_excess: String,
             paid_at: Option<i64>,
@@ -89,6 +90,11 @@ impl Store {
                 outcome: w.outcome.map(|o| o.as_str()),
                 reason: &w.reason,
                 amount_final: w.amount_final.to_string(),
+                amount_short: w
+                    .intent
+                    .amount_due
+                    .saturating_sub(w.amount_final)
+                    .to_string(),
                 amount_pending: w.amount_pending.to_string(),
                 amount_excess: w.amount_excess.to_string(),
                 paid_at: w.paid_at_ms,
@@ -99,7 +105,8 @@ impl Store {
         if !updates.is_empty() {
             let sql = format!(
                 "UPDATE intents SET status = v.status, exception = v.exception, outcome = v.outcome, \
-                 reason = v.reason, amount_final = v.amount_final, amount_pending = v.amount_pending, \
+                 reason = v.reason, amount_final = v.amount_final, amount_short = v.amount_short, \
+                 amount_pending = v.amount_pending, \
                  amount_excess = v.amount_excess, paid_at = v.paid_at, settled_through = v.settled_through, \
                  reversed_at = v.reversed_at, updated_at = $2 \
                  FROM {} WHERE intents.id = v.id",
@@ -112,6 +119,7 @@ impl Store {
                         ("outcome", Col::Text),
                         ("reason", Col::Text),
                         ("amount_final", Col::Amount),
+                        ("amount_short", Col::Amount),
                         ("amount_pending", Col::Amount),
                         ("amount_excess", Col::Amount),
                         ("paid_at", Col::Int),

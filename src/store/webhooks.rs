@@ -275,7 +275,7 @@ impl Store {
             .fetch_optional(&mut *tx)
             .await?;
         // Wakes delivery tasks listening on PostgreSQL, at commit.
-        self.notify_outbox(&mut tx).await?;
+        self.notify_webhooks(&mut tx).await?;
         tx.commit().await?;
         row.as_ref().map(WebhookDelivery::from_row).transpose()
     }

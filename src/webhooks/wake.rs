@@ -1,5 +1,6 @@
 //! Waiting for work: PostgreSQL's NOTIFY on `paywatch_outbox` (sent at the
-//! commit of every outbox write and redelivery) ends a wait at once; a
+//! commit of every outbox write) or `paywatch_webhooks` (a redelivery) ends
+//! a wait at once; a
 //! timeout bounds it everywhere, since retries come due by the clock alone
 //! and a notification can be missed while the listener reconnects.
 
@@ -8,9 +9,7 @@ use std::time::Duration;
 use sqlx::postgres::PgListener;
 use tracing::{debug, warn};
 
-use crate::store::Dialect;
-
-const CHANNEL: &str = "paywatch_outbox";
+use crate::store::{Dialect, FEED_CHANNEL, WEBHOOK_CHANNEL};
 
 #[derive(Debug)]
 pub(crate) struct Wake {
@@ -25,7 +24,7 @@ impl Wake {
         }
         let listener = async {
             let mut l = PgListener::connect(database_url).await?;
-            l.listen(CHANNEL).await?;
+            l.listen_all([FEED_CHANNEL, WEBHOOK_CHANNEL]).await?;
             Ok::<_, sqlx::Error>(l)
         }
         .await;

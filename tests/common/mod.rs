@@ -215,6 +215,22 @@ impl Harness {
         rates: HashMap<Asset, Decimal>,
     ) -> Harness {
         let db = TestDb::new(backend).await;
+        Harness::build_on(db, network, confirmations, tolerance, rates).await
+    }
+
+    /// Like [`Harness::new`], on a database the test made itself (a server
+    /// of its own, say, with production's roles).
+    pub async fn on(db: TestDb, network: Network, confirmations: u64) -> Harness {
+        Harness::build_on(db, network, confirmations, HashMap::new(), rates()).await
+    }
+
+    async fn build_on(
+        db: TestDb,
+        network: Network,
+        confirmations: u64,
+        tolerance: HashMap<Method, Tolerance>,
+        rates: HashMap<Asset, Decimal>,
+    ) -> Harness {
         let store = db.store.clone();
         let clock = Arc::new(ManualClock::new(T0_MS));
         let chain = ScriptedChain::new(network, 100);

@@ -1,0 +1,276 @@
+//! The storefront's event feed (issue 20): every change of an order or
+//! top-up is an event, in the order its transaction committed, readable
+//! from a cursor by the storefront role (`paywatch_events`) and through the
+//! API (`GET /v1/events`), with a NOTIFY hint on PostgreSQL.
+
+#[macro_use]
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::api::{context_with_role_tokens, ApiClient, STOREFRONT};
+use common::private_postgres::PrivatePostgres;
+use common::{Backend, Harness, TestDb};
+use paywatch::store::FeedEvent;
+use paywatch_core::{Asset, Network};
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+
+on_both_databases!(
+    a_paid_order_reads_as_events_in_commit_order_and_a_reader_resumes_from_its_cursor
+);
+
+fn body(e: &FeedEvent) -> Value {
+    serde_json::from_str(&e.payload).expect("an event body is JSON")
+}
+
+/// (topic, event name, status if any) of each event.
+fn shape(events: &[FeedEvent]) -> Vec<(String, String, String)> {
+    events
+        .iter()
+        .map(|e| {
+            let b = body(e);
+            (
+                e.topic.clone(),
+                b["event"].as_str().unwrap_or_default().to_owned(),
+                b["status"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn owned(v: &[(&str, &str, &str)]) -> Vec<(String, String, String)> {
+    v.iter()
+        .map(|(a, b, c)| ((*a).to_owned(), (*b).to_owned(), (*c).to_owned()))
+        .collect()
+}
+
+async fn a_paid_order_reads_as_events_in_commit_order_and_a_reader_resumes_from_its_cursor(
+    b: Backend,
+) {
+    let mut h = Harness::new(b, Network::Bitcoin, 3).await;
+    h.import_pool(2).await;
+    let intent = h.create("order", "feed-1", "BTC", "100").await;
+    h.pay(&intent.address, Asset::Btc, intent.amount_due);
+    h.mine(1);
+    h.sync().await;
+    let seen = h.store.events_after(0, 100).await.unwrap();
+    assert_eq!(
+        shape(&seen),
+        owned(&[("intent.status", "intent.status", "confirming")])
+    );
+    let cursor = seen[0].cursor;
+
+    h.mine(2);
+    h.sync().await;
+    let rest = h.store.events_after(cursor, 100).await.unwrap();
+    assert_eq!(
+        shape(&rest),
+        owned(&[
+            ("intent.status", "intent.status", "paid"),
+            ("settlement", "settlement.settled", ""),
+        ]),
+        "resuming from the last cursor gives what came after it, once"
+    );
+    let all: Vec<FeedEvent> = seen.iter().chain(rest.iter()).cloned().collect();
+    for pair in all.windows(2) {
+        assert!(pair[0].cursor < pair[1].cursor, "cursors increase");
+    }
+    for e in &all {
+        assert_eq!(
+            (e.kind.as_deref(), e.reference.as_deref(), e.intent_id),
+            (Some("order"), Some("feed-1"), Some(intent.id))
+        );
+        let b = body(e);
+        assert_eq!(b["cursor"], e.cursor, "the body carries its cursor");
+        assert_eq!(b["created_at_ms"], e.created_at_ms);
+        assert_eq!(b["reference"], "feed-1");
+    }
+
+    // Page by page, one event at a time, the same feed.
+    let mut paged = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = h.store.events_after(after, 1).await.unwrap();
+        let Some(last) = page.last() else { break };
+        after = last.cursor;
+        paged.extend(page);
+    }
+    assert_eq!(paged, all);
+
+    // The API serves the same feed, with where to ask next.
+    let api = ApiClient::serve(context_with_role_tokens(&h)).await;
+    let (st, page) = api
+        .call(
+            Method::GET,
+            "/v1/events?after=0&limit=2",
+            Some(STOREFRONT),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{page}");
+    assert_eq!(page["more"], true);
+    assert_eq!(page["next_after"], all[1].cursor);
+    let cursors: Vec<i64> = page["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["cursor"].as_i64().unwrap())
+        .collect();
+    assert_eq!(cursors, [all[0].cursor, all[1].cursor]);
+    assert_eq!(page["events"][1]["data"]["status"], "paid");
+    assert_eq!(page["events"][1]["reference"], "feed-1");
+    let (st, page) = api
+        .call(
+            Method::GET,
+            &format!("/v1/events?after={}", all[1].cursor),
+            Some(STOREFRONT),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{page}");
+    assert_eq!(page["more"], false);
+    assert_eq!(page["events"][0]["data"]["event"], "settlement.settled");
+    let last = all.last().unwrap().cursor;
+    let (st, page) = api
+        .call(
+            Method::GET,
+            &format!("/v1/events?after={last}"),
+            Some(STOREFRONT),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{page}");
+    assert_eq!(page["events"], Value::Array(Vec::new()));
+    assert_eq!(page["next_after"], last, "an empty page keeps the cursor");
+    for bad in ["after=-1", "after=x", "limit=0", "limit=1001"] {
+        let (st, v) = api
+            .call(
+                Method::GET,
+                &format!("/v1/events?{bad}"),
+                Some(STOREFRONT),
+                None,
+                None,
+            )
+            .await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{bad}: {v}");
+        let name = bad.split('=').next().unwrap();
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(name)
+                || v.to_string().contains(name),
+            "{bad}: the error names {name}: {v}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_is_told_the_new_cursor_and_the_reference_at_commit() {
+    let mut h = Harness::new(Backend::Postgres, Network::Bitcoin, 1).await;
+    h.import_pool(1).await;
+    let mut listener = sqlx::postgres::PgListener::connect(&h.db.url)
+        .await
+        .unwrap();
+    listener.listen("paywatch_outbox").await.unwrap();
+    let intent = h.create("topup", "feed-hint", "BTC", "100").await;
+    h.pay(&intent.address, Asset::Btc, intent.amount_due);
+    h.mine(1);
+    h.sync().await;
+    let feed = h.store.events_after(0, 100).await.unwrap();
+    assert!(
+        feed.iter().any(|e| e.topic == "ledger"),
+        "a credited top-up posts a ledger event: {:?}",
+        shape(&feed)
+    );
+    let hint = tokio::time::timeout(Duration::from_secs(10), listener.recv())
+        .await
+        .expect("a notification at commit")
+        .unwrap();
+    let hint: Value = serde_json::from_str(hint.payload()).expect("the hint is JSON");
+    assert_eq!(hint["kind"], "topup");
+    assert_eq!(hint["reference"], "feed-hint");
+    assert_eq!(
+        hint["cursor"],
+        feed.last().unwrap().cursor,
+        "the hint names the newest cursor of that commit's events: {hint}"
+    );
+}
+
+fn run_roles_file(pg: &PrivatePostgres) {
+    let roles = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/postgres-roles.sql");
+    let out = Command::new("psql")
+        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1"])
+        .args([
+            "-v",
+            "paywatch_password=owner-pw",
+            "-v",
+            "storefront_password=shop-pw",
+        ])
+        .args(["-d", &format!("{}/postgres", pg.admin_url()), "-f", roles])
+        .output()
+        .expect("psql runs (deploy/test.sh installs it)");
+    assert!(
+        out.status.success(),
+        "deploy/postgres-roles.sql failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+// Issue 20, found 1: the storefront role could not read the outbox, so it
+// had no feed at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_storefront_role_reads_the_feed_and_never_the_tables_behind_it() {
+    let pg = PrivatePostgres::start();
+    run_roles_file(&pg);
+    let db = TestDb::at(&format!(
+        "postgres://paywatch:owner-pw@127.0.0.1:{}/paywatch",
+        pg.port
+    ))
+    .await;
+    // Granted once the views exist, as the file says.
+    run_roles_file(&pg);
+    let mut h = Harness::on(db, Network::Bitcoin, 1).await;
+    h.import_pool(1).await;
+    let intent = h.create("order", "feed-role", "BTC", "100").await;
+    h.pay(&intent.address, Asset::Btc, intent.amount_due);
+    h.mine(1);
+    h.sync().await;
+
+    let shop = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&format!(
+            "postgres://storefront:shop-pw@127.0.0.1:{}/paywatch",
+            pg.port
+        ))
+        .await
+        .unwrap();
+    let rows: Vec<(i64, String, Option<String>)> = sqlx::query_as(
+        "SELECT cursor, topic, reference FROM paywatch_events WHERE cursor > $1 ORDER BY cursor",
+    )
+    .bind(0_i64)
+    .fetch_all(&shop)
+    .await
+    .expect("the storefront reads the feed");
+    assert!(
+        rows.iter()
+            .any(|(_, t, r)| t == "settlement" && r.as_deref() == Some("feed-role")),
+        "the settlement is in the storefront's feed: {rows:?}"
+    );
+    let refused = sqlx::query("SELECT payload FROM outbox")
+        .fetch_all(&shop)
+        .await
+        .expect_err("the outbox table itself stays closed to the storefront");
+    assert!(
+        refused.to_string().contains("permission denied"),
+        "{refused}"
+    );
+    shop.close().await;
+    h.dispose().await;
+}
