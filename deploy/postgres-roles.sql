@@ -8,7 +8,7 @@
 --        -d postgres -f deploy/postgres-roles.sql
 --
 -- paywatch   owns the database and everything the migrations create.
--- storefront reads the five documented views and nothing else: no table,
+-- storefront reads the documented views (contract/storefront.json) and nothing else: no table,
 --            no write, no function. The views run with their owner's rights,
 --            so no grant on the tables behind them is needed (or given).
 
@@ -43,12 +43,14 @@ ALTER ROLE storefront IN DATABASE paywatch SET default_transaction_read_only = o
 SELECT format('GRANT SELECT ON public.%I TO storefront', v)
 FROM unnest(ARRAY['paywatch_intents', 'paywatch_payment_status',
                   'paywatch_intent_transfers', 'paywatch_balances',
-                  'paywatch_events']) AS v
+                  'paywatch_events', 'paywatch_contract',
+                  'paywatch_ledger']) AS v
 WHERE to_regclass('public.' || v) IS NOT NULL \gexec
 
 -- Anything listed here is not granted yet: run `paywatch migrate`, then this file again.
 SELECT v AS view_not_yet_migrated
 FROM unnest(ARRAY['paywatch_intents', 'paywatch_payment_status',
                   'paywatch_intent_transfers', 'paywatch_balances',
-                  'paywatch_events']) AS v
+                  'paywatch_events', 'paywatch_contract',
+                  'paywatch_ledger']) AS v
 WHERE to_regclass('public.' || v) IS NULL;

@@ -218,6 +218,12 @@ async fn every_endpoint_checks_its_callers_role(b: Backend) {
             vec![STOREFRONT, SUPPORT],
         ),
         (
+            Method::GET,
+            "/v1/accounts/acct-9/ledger?after=0".into(),
+            None,
+            vec![STOREFRONT, SUPPORT],
+        ),
+        (
             Method::POST,
             "/v1/accounts/acct-9/debits".into(),
             Some(debit),

@@ -6,8 +6,9 @@ use paywatch_core::Network;
 use serde::Serialize;
 
 use crate::payment_uri::{payment_uri, UriError, UriTarget};
+use crate::reconcile::Status;
 use crate::settings::Settings;
-use crate::store::IntentRecord;
+use crate::store::{IntentRecord, RefundRecord};
 
 #[derive(Debug, Serialize)]
 pub struct IntentView {
@@ -24,13 +25,20 @@ pub struct IntentView {
     /// The same, in coin, exact.
     pub amount_due_coin: String,
     pub usd_amount: String,
+    /// The same in cents, as the views name it.
+    pub usd_cents: i64,
     pub rate: RateView,
     pub status: &'static str,
     pub exception: Option<&'static str>,
     pub reason: Option<String>,
+    /// Stable and customer-safe, unlike `reason` (a sentence for support).
+    pub reason_code: Option<String>,
     pub amount_final: String,
     pub amount_pending: String,
     pub amount_excess: String,
+    /// Final money still missing, never below zero: compare nothing yourself.
+    pub amount_outstanding: String,
+    pub received_in_full: bool,
     pub created_at_ms: i64,
     pub expires_at_ms: i64,
     pub paid_at_ms: Option<i64>,
@@ -42,7 +50,36 @@ pub struct IntentView {
     pub outcome: Option<&'static str>,
     /// Money seen in time must be final by then to settle without a person.
     pub confirm_by_ms: Option<i64>,
+    /// A refund support required or sent.
+    pub refund: Option<RefundView>,
     pub payment: PaymentView,
+}
+
+/// A refund, as the storefront may show it to its customer.
+#[derive(Debug, Serialize)]
+pub struct RefundView {
+    /// `required` (support decided; nothing sent yet) or `sent`.
+    pub status: &'static str,
+    pub destination: String,
+    pub txid: Option<String>,
+    pub required_at_ms: i64,
+    pub sent_at_ms: Option<i64>,
+}
+
+impl RefundView {
+    pub fn new(r: &RefundRecord) -> RefundView {
+        RefundView {
+            status: if r.sent_at_ms.is_some() {
+                "sent"
+            } else {
+                "required"
+            },
+            destination: r.destination.clone(),
+            txid: r.txid.clone(),
+            required_at_ms: r.required_at_ms,
+            sent_at_ms: r.sent_at_ms,
+        }
+    }
 }
 
 /// What a checkout page shows a payer.
@@ -98,6 +135,7 @@ impl IntentView {
             amount_due: i.amount_due.0.to_string(),
             amount_due_coin: i.amount_due.to_decimal_string(decimals),
             usd_amount: usd(i.usd_cents),
+            usd_cents: i.usd_cents,
             rate: RateView {
                 usd_per_coin: i.rate_usd.clone(),
                 source: i.rate_source.clone(),
@@ -106,16 +144,23 @@ impl IntentView {
             status: i.status.as_str(),
             exception: i.exception.map(|e| e.as_str()),
             reason: i.reason.clone(),
+            reason_code: i.reason_code.clone().or_else(|| {
+                (i.status == Status::AwaitingPayment).then(|| "awaiting_payment".to_owned())
+            }),
             amount_final: i.amount_final.0.to_string(),
             amount_pending: i.amount_pending.0.to_string(),
             amount_excess: i.amount_excess.0.to_string(),
+            amount_outstanding: i.amount_due.saturating_sub(i.amount_final).0.to_string(),
+            received_in_full: i.amount_final >= i.amount_due,
             created_at_ms: i.created_at_ms,
             expires_at_ms: i.expires_at_ms,
-            paid_at_ms: i.paid_at_ms,
+            // A reversed intent never reads as paid.
+            paid_at_ms: i.paid_at_ms.filter(|_| i.reversed_at_ms.is_none()),
             reversed_at_ms: i.reversed_at_ms,
             declared_paid_at_ms: i.declared_paid_at_ms,
             outcome: i.outcome.map(|o| o.as_str()),
             confirm_by_ms: i.confirm_by_ms,
+            refund: None,
             payment: PaymentView {
                 uri_carries_amount: i.method.network() != Network::Tron,
                 uri,
@@ -123,6 +168,14 @@ impl IntentView {
                 qr_png: format!("/v1/intents/{}/qr.png", i.id),
             },
         }
+    }
+}
+
+impl IntentView {
+    /// With the intent's refund, if support required one.
+    pub fn with_refund(mut self, refund: Option<&RefundRecord>) -> Self {
+        self.refund = refund.map(RefundView::new);
+        self
     }
 }
 

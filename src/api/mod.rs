@@ -112,6 +112,7 @@ pub fn router(state: ApiState) -> Router {
         )
         .route("/v1/networks/{network}/rescans", get(operator::rescans))
         .route("/v1/accounts/{account}/balance", get(storefront::balance))
+        .route("/v1/accounts/{account}/ledger", get(storefront::ledger))
         .route("/v1/accounts/{account}/debits", post(storefront::debit))
         .merge(webhooks::routes())
         .merge(crate::console::routes())

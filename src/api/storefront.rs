@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use super::auth::Role;
 use super::error::ApiError;
 use super::intent_view::{intent_uri, usd, IntentView};
-use super::query::ApiQuery;
+use super::query::{in_range, ApiQuery};
 use super::ApiState;
 use crate::intents::NewIntent;
 use crate::payment_uri::{qr_png, qr_svg};
@@ -186,7 +186,10 @@ pub(crate) async fn get_intent(
         .intent(id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("no intent {id}")))?;
-    Ok(Json(IntentView::new(&intent, &s.ctx.settings)))
+    let refund = s.ctx.store.refund(id).await?;
+    Ok(Json(
+        IntentView::new(&intent, &s.ctx.settings).with_refund(refund.as_ref()),
+    ))
 }
 
 /// The intent's payment URI as a QR code, `qr.svg` or `qr.png`.
@@ -265,10 +268,11 @@ pub(crate) async fn list_intents(
         .store
         .intents_for_reference(kind, reference.trim())
         .await?;
-    let views: Vec<IntentView> = intents
-        .iter()
-        .map(|i| IntentView::new(i, &s.ctx.settings))
-        .collect();
+    let mut views: Vec<IntentView> = Vec::with_capacity(intents.len());
+    for i in &intents {
+        let refund = s.ctx.store.refund(i.id).await?;
+        views.push(IntentView::new(i, &s.ctx.settings).with_refund(refund.as_ref()));
+    }
     let settlement = s
         .ctx
         .store
@@ -334,11 +338,53 @@ pub(crate) async fn balance(
     s.tokens
         .authorize(&headers, &[Role::Storefront, Role::Support], "balance")?;
     let account = label("account", &account, 200)?;
-    let cents = s.ctx.store.balance_cents(&account).await?;
+    let b = s.ctx.store.account_balance(&account).await?;
     Ok(Json(json!({
         "account": account,
-        "available_usd_cents": cents,
-        "available_usd": usd(cents),
+        "available_usd_cents": b.available_usd_cents,
+        "available_usd": usd(b.available_usd_cents),
+        "pending_usd_cents": b.pending_usd_cents,
+        "pending_usd": usd(b.pending_usd_cents),
+        "entries": b.entries,
+        "last_entry_at_ms": b.last_entry_at_ms,
+    })))
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct LedgerPage {
+    after: Option<i64>,
+    limit: Option<i64>,
+}
+
+/// The account's ledger entries, oldest first, a page at a time.
+pub(crate) async fn ledger(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+    Path(account): Path<String>,
+    ApiQuery(q): ApiQuery<LedgerPage>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    s.tokens
+        .authorize(&headers, &[Role::Storefront, Role::Support], "ledger")?;
+    let account = label("account", &account, 200)?;
+    let after = in_range("after", q.after, 0, 0, i64::MAX)?;
+    let limit = in_range("limit", q.limit, 100, 1, 1000)?;
+    let entries = s.ctx.store.ledger_entries(&account, after, limit).await?;
+    let next = entries.last().map_or(after, |e| e.entry_id);
+    Ok(Json(json!({
+        "account": account,
+        "entries": entries.iter().map(|e| json!({
+            "entry_id": e.entry_id,
+            "usd_cents": e.usd_cents,
+            "usd": usd(e.usd_cents),
+            "entry_kind": e.entry_kind,
+            "entry_key": e.entry_key,
+            "intent_id": e.intent_id,
+            "kind": e.kind,
+            "reference": e.reference,
+            "created_at_ms": e.created_at_ms,
+        })).collect::<Vec<_>>(),
+        "next_after": next,
+        "more": i64::try_from(entries.len()).unwrap_or(i64::MAX) == limit,
     })))
 }
 

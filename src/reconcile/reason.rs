@@ -97,6 +97,62 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// A stable, customer-safe code for the reason: the storefront keys its
+    /// own wording on it (`reason_code` in the views and the API). Codes are
+    /// part of the contract: new ones may come, none changes meaning.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Reason::ResolvedBySupport { .. } => "resolved_by_support",
+            Reason::PaidByReassign { .. } => "paid_by_reassign",
+            Reason::Awaiting { .. } => "awaiting_payment",
+            Reason::PartlyReceived { .. } => "partly_received",
+            Reason::PartlyUnconfirmed { .. } => "partly_unconfirmed",
+            Reason::SeenInTime { .. } => "seen_in_time",
+            Reason::SeenInTimePastDeadline { .. } => "confirm_deadline_passed",
+            Reason::FinalAfterDeadline { .. } => "final_after_deadline",
+            Reason::Paid { .. } => "paid",
+            Reason::Overpaid { .. } => "overpaid",
+            Reason::Underpaid { .. } => "underpaid",
+            Reason::PaidLate { .. } => "paid_late",
+            Reason::ExpiredWithPending { .. } => "expired_with_pending",
+            Reason::ExpiredUnpaid => "expired_unpaid",
+            Reason::WrongAsset { .. } => "wrong_asset",
+            Reason::WrongNetwork { .. } => "wrong_network",
+            Reason::AfterSettlement { .. } => "paid_after_settlement",
+            Reason::AfterDecision { .. } => "paid_after_decision",
+            Reason::ReversedByReorg { .. } => "reversed_by_reorg",
+            Reason::SupportBasisVanished => "support_basis_vanished",
+            Reason::StillReversed { .. } => "still_reversed",
+            Reason::ReferencePaidElsewhere { .. } => "reference_paid_elsewhere",
+        }
+    }
+
+    /// Every code [`Reason::code`] gives, for the documentation's test.
+    pub const CODES: [&'static str; 22] = [
+        "resolved_by_support",
+        "paid_by_reassign",
+        "awaiting_payment",
+        "partly_received",
+        "partly_unconfirmed",
+        "seen_in_time",
+        "confirm_deadline_passed",
+        "final_after_deadline",
+        "paid",
+        "overpaid",
+        "underpaid",
+        "paid_late",
+        "expired_with_pending",
+        "expired_unpaid",
+        "wrong_asset",
+        "wrong_network",
+        "paid_after_settlement",
+        "paid_after_decision",
+        "reversed_by_reorg",
+        "support_basis_vanished",
+        "still_reversed",
+        "reference_paid_elsewhere",
+    ];
+
     /// A sentence a support agent can act on; support's own notes stay in
     /// the audit log. `describe` names a transfer by row id, for the reasons
     /// that list them.

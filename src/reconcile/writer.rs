@@ -200,6 +200,7 @@ pub(crate) async fn write(
                 status: v.status,
                 exception: v.exception,
                 outcome: v.outcome,
+                reason_code: v.reason.code(),
                 reason: v.reason.render(i.method, |id| {
                     facts.transfers.iter().find(|t| t.id == id).map(|t| {
                         format!(

@@ -25,6 +25,9 @@ pub struct IntentRecord {
     pub status: Status,
     pub exception: Option<Exception>,
     pub reason: Option<String>,
+    /// Stable and customer-safe; `None` until the intent's verdict is
+    /// first written (or, for intents from before codes, next changes).
+    pub reason_code: Option<String>,
     pub amount_final: Amount,
     pub amount_pending: Amount,
     pub amount_excess: Amount,
@@ -86,7 +89,7 @@ pub struct IntentEvent {
 
 pub(crate) const INTENT_COLUMNS: &str = "id, kind, reference, account, asset, network, address, \
     CAST(amount_due AS TEXT) AS amount_due, usd_cents, rate_usd, rate_source, rate_at, created_at, \
-    expires_at, status, exception, reason, CAST(amount_final AS TEXT) AS amount_final, \
+    expires_at, status, exception, reason, reason_code, CAST(amount_final AS TEXT) AS amount_final, \
     CAST(amount_pending AS TEXT) AS amount_pending, CAST(amount_excess AS TEXT) AS amount_excess, \
     paid_at, settled_through, reversed_at, declared_paid_at, outcome, confirm_by";
 
@@ -127,6 +130,7 @@ pub(crate) fn intent_from_row(row: &AnyRow) -> Result<IntentRecord, StoreError> 
             .transpose()
             .map_err(|e| corrupt(format!("intent exception: {e}")))?,
         reason: row.try_get("reason")?,
+        reason_code: row.try_get("reason_code")?,
         amount_final: Amount(amount_col(row, "amount_final")?),
         amount_pending: Amount(amount_col(row, "amount_pending")?),
         amount_excess: Amount(amount_col(row, "amount_excess")?),

@@ -86,6 +86,21 @@ const POSTGRES: Embedded = &[
         "amounts compared",
         include_str!("../../migrations/postgres/0015_amounts_compared.sql"),
     ),
+    (
+        16,
+        "checkout states",
+        include_str!("../../migrations/postgres/0016_checkout_states.sql"),
+    ),
+    (
+        17,
+        "storefront contract v1",
+        include_str!("../../migrations/postgres/0017_contract_v1.sql"),
+    ),
+    (
+        18,
+        "balances and ledger",
+        include_str!("../../migrations/postgres/0018_balances_and_ledger.sql"),
+    ),
 ];
 const SQLITE: Embedded = &[
     (
@@ -162,6 +177,21 @@ const SQLITE: Embedded = &[
         15,
         "amounts compared",
         include_str!("../../migrations/sqlite/0015_amounts_compared.sql"),
+    ),
+    (
+        16,
+        "checkout states",
+        include_str!("../../migrations/sqlite/0016_checkout_states.sql"),
+    ),
+    (
+        17,
+        "storefront contract v1",
+        include_str!("../../migrations/sqlite/0017_contract_v1.sql"),
+    ),
+    (
+        18,
+        "balances and ledger",
+        include_str!("../../migrations/sqlite/0018_balances_and_ledger.sql"),
     ),
 ];
 

@@ -6,6 +6,7 @@
 mod addresses;
 mod blocks;
 mod cases;
+mod contract;
 mod cursor;
 mod decisions;
 mod dialect;
@@ -17,6 +18,7 @@ mod gaps;
 mod intents;
 mod invariants;
 mod leases;
+mod ledger;
 mod metrics_read;
 mod migrations;
 mod queue;
@@ -49,6 +51,7 @@ pub use intents::{
 };
 pub use invariants::{LedgerCheck, Violation};
 pub use leases::{Lease, LeaseHolder};
+pub use ledger::{AccountBalance, LedgerEntry};
 pub(crate) use rescan::RescanProgress;
 pub use rescan::{RescanOutcome, RescanRefusal, RescanRequest};
 pub use run_lock::{RunLock, RunLockError};
@@ -152,7 +155,8 @@ impl Store {
     pub async fn migrate(&self) -> Result<(), StoreError> {
         migrations::run(&self.pool, self.dialect).await?;
         self.backfill_twin_addresses().await?;
-        self.backfill_amount_short().await
+        self.backfill_amount_short().await?;
+        self.comment_contract().await
     }
 
     /// Tests only: the schema as the release with migrations up to

@@ -16,6 +16,8 @@ pub(crate) struct VerdictWrite<'a> {
     pub outcome: Option<Outcome>,
     /// Rendered for people.
     pub reason: String,
+    /// Stable, for programs ([`crate::reconcile::Reason::code`]).
+    pub reason_code: &'static str,
     pub amount_final: Amount,
     pub amount_pending: Amount,
     pub amount_excess: Amount,
@@ -30,6 +32,7 @@ impl VerdictWrite<'_> {
         let i = self.intent;
         self.changed()
             || i.reason.as_deref() != Some(self.reason.as_str())
+            || i.reason_code.as_deref() != Some(self.reason_code)
             || i.amount_final != self.amount_final
             || i.amount_pending != self.amount_pending
             || i.amount_excess != self.amount_excess
@@ -65,6 +68,7 @@ impl Store {
             exception: Option<&'a str>,
             outcome: Option<&'a str>,
             reason: &'a str,
+            reason_code: &'a str,
             amount_final: String,
             amount_short: String,
             amount_pending: String,
@@ -89,6 +93,7 @@ impl Store {
                 exception: w.exception.map(|e| e.as_str()),
                 outcome: w.outcome.map(|o| o.as_str()),
                 reason: &w.reason,
+                reason_code: w.reason_code,
                 amount_final: w.amount_final.to_string(),
                 amount_short: w
                     .intent
@@ -105,7 +110,7 @@ impl Store {
         if !updates.is_empty() {
             let sql = format!(
                 "UPDATE intents SET status = v.status, exception = v.exception, outcome = v.outcome, \
-                 reason = v.reason, amount_final = v.amount_final, amount_short = v.amount_short, \
+                 reason = v.reason, reason_code = v.reason_code, amount_final = v.amount_final, amount_short = v.amount_short, \
                  amount_pending = v.amount_pending, \
                  amount_excess = v.amount_excess, paid_at = v.paid_at, settled_through = v.settled_through, \
                  reversed_at = v.reversed_at, updated_at = $2 \
@@ -118,6 +123,7 @@ impl Store {
                         ("exception", Col::Text),
                         ("outcome", Col::Text),
                         ("reason", Col::Text),
+                        ("reason_code", Col::Text),
                         ("amount_final", Col::Amount),
                         ("amount_short", Col::Amount),
                         ("amount_pending", Col::Amount),
