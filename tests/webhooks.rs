@@ -350,6 +350,19 @@ async fn two_instances_deliver_every_change_once_signed_and_in_order_to_a_failin
         assert_signed(hit, &payloads);
     }
     assert_in_order_per_intent(&hits, &rows);
+    // Each body is its feed event, cursor and time included, so a receiver
+    // can tell older news from newer whatever order bodies arrive in.
+    let feed = h.store.events_after(0, 1000).await.unwrap();
+    for hit in hits.iter().filter(|h| h.answered == 200) {
+        let mut body: Value = serde_json::from_str(&hit.body).unwrap();
+        assert!(body["created_at_ms"].is_i64(), "{body}");
+        body.as_object_mut().unwrap().remove("event_id");
+        assert!(
+            feed.iter().any(|e| json!(e.cursor) == body["cursor"]
+                && serde_json::from_str::<Value>(&e.payload).unwrap() == body),
+            "the body is the feed's event with its cursor: {body}"
+        );
+    }
     for (id, intent) in &rows {
         let sent = receiver.hits_for(*id);
         assert_eq!(
