@@ -66,6 +66,11 @@ pub enum IntentError {
         open: usize,
     },
     #[error(
+        "{kind} {reference} belongs to another account: a reference names one order or \
+         top-up of one customer"
+    )]
+    ReferenceOfAnotherAccount { kind: IntentKind, reference: String },
+    #[error(
         "idempotency key '{key}' was used for intent {intent}, a different request: \
          use a new key for a new intent"
     )]
@@ -85,7 +90,9 @@ impl IntentError {
             IntentError::FieldInvalid { .. } => "invalid_request",
             IntentError::RateUnavailable(_) => "rate_unavailable",
             IntentError::NoAddressAvailable(_) => "no_address_available",
-            IntentError::AlreadyPaid { .. } | IntentError::KeyReused { .. } => "conflict",
+            IntentError::AlreadyPaid { .. }
+            | IntentError::KeyReused { .. }
+            | IntentError::ReferenceOfAnotherAccount { .. } => "conflict",
             IntentError::TooManyOpen { .. } => "too_many_open_intents",
             IntentError::Derivation { .. } | IntentError::Store(_) => "internal",
         }
@@ -274,6 +281,16 @@ impl IntentService {
             .store
             .open_intents_for_reference(&mut tx, kind, reference)
             .await?;
+        let owner = self
+            .store
+            .reference_account(&mut tx, kind, reference)
+            .await?;
+        if owner.is_some_and(|o| o != account) {
+            return Err(IntentError::ReferenceOfAnotherAccount {
+                kind,
+                reference: reference.to_owned(),
+            });
+        }
         if open >= self.policy.max_open_per_reference {
             return Err(IntentError::TooManyOpen {
                 kind,

@@ -392,6 +392,27 @@ impl Store {
     /// `tx`. On PostgreSQL the reference is locked for the rest of `tx`
     /// first, so concurrent creations for it count one after the other
     /// and the cap holds exactly; SQLite's writer is one at a time anyway.
+    /// The account a reference already belongs to, by its intents or its
+    /// settlement; read under the reference's lock that
+    /// [`Store::open_intents_for_reference`] takes.
+    pub(crate) async fn reference_account(
+        &self,
+        tx: &mut Tx,
+        kind: IntentKind,
+        reference: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let owner: Option<String> = sqlx::query_scalar(
+            "SELECT account FROM intents WHERE kind = $1 AND reference = $2 \
+             UNION ALL SELECT account FROM settlements WHERE kind = $1 AND reference = $2 \
+             LIMIT 1",
+        )
+        .bind(kind.as_str())
+        .bind(reference)
+        .fetch_optional(&mut **tx)
+        .await?;
+        Ok(owner)
+    }
+
     pub(crate) async fn open_intents_for_reference(
         &self,
         tx: &mut Tx,

@@ -101,6 +101,11 @@ const POSTGRES: Embedded = &[
         "balances and ledger",
         include_str!("../../migrations/postgres/0018_balances_and_ledger.sql"),
     ),
+    (
+        19,
+        "order status",
+        include_str!("../../migrations/postgres/0019_order_status.sql"),
+    ),
 ];
 const SQLITE: Embedded = &[
     (
@@ -192,6 +197,11 @@ const SQLITE: Embedded = &[
         18,
         "balances and ledger",
         include_str!("../../migrations/sqlite/0018_balances_and_ledger.sql"),
+    ),
+    (
+        19,
+        "order status",
+        include_str!("../../migrations/sqlite/0019_order_status.sql"),
     ),
 ];
 
