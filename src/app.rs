@@ -308,6 +308,19 @@ pub async fn run_until_with_metrics(
     };
     tasks.spawn(reconcile.instrument(tracing::info_span!("reconcile")));
 
+    if ctx.settings.events.retention_days > 0 {
+        tasks.spawn(
+            crate::feed_retention::run(
+                ctx.store.clone(),
+                ctx.clock.clone(),
+                ctx.settings.events.retention_days,
+                ctx.settings.webhooks.enabled(),
+                stop_rx.clone(),
+            )
+            .instrument(tracing::info_span!("feed_retention")),
+        );
+    }
+
     if ctx.settings.webhooks.enabled() {
         let webhooks = crate::webhooks::run(
             ctx.store.clone(),

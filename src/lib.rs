@@ -10,6 +10,7 @@ pub mod clock;
 mod config_keys;
 mod console;
 mod devnet;
+mod feed_retention;
 pub mod ingest;
 pub mod intents;
 mod leader;

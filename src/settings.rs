@@ -74,6 +74,15 @@ pub struct ReconcileSettings {
     pub tolerance: BTreeMap<String, serde_json::Value>,
 }
 
+/// The storefront's event feed (`paywatch_events`, `GET /v1/events`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct EventSettings {
+    /// Events older than this many days are pruned, with their delivered
+    /// (or, while webhooks are off, never to be sent) webhook rows; 0 keeps
+    /// every event. A reader whose cursor falls behind is told to re-read.
+    pub retention_days: u64,
+}
+
 /// Leadership per network when several instances share one database.
 #[derive(Debug, Clone, Deserialize)]
 pub struct LeaseSettings {
@@ -506,6 +515,7 @@ pub struct Settings {
     pub api: ApiSettings,
     pub metrics: MetricsSettings,
     pub webhooks: WebhookSettings,
+    pub events: EventSettings,
     pub intents: IntentSettings,
     pub rates: RateSettings,
     pub reconcile: ReconcileSettings,

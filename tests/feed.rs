@@ -12,13 +12,15 @@ use std::time::Duration;
 use common::api::{context_with_role_tokens, ApiClient, STOREFRONT};
 use common::private_postgres::PrivatePostgres;
 use common::{Backend, Harness, TestDb};
+use paywatch::clock::Clock;
 use paywatch::store::FeedEvent;
 use paywatch_core::{Asset, Network};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
 on_both_databases!(
-    a_paid_order_reads_as_events_in_commit_order_and_a_reader_resumes_from_its_cursor
+    a_paid_order_reads_as_events_in_commit_order_and_a_reader_resumes_from_its_cursor,
+    events_past_the_retention_are_pruned_and_a_reader_behind_them_is_told_where_to_resume
 );
 
 fn body(e: &FeedEvent) -> Value {
@@ -274,4 +276,82 @@ async fn the_storefront_role_reads_the_feed_and_never_the_tables_behind_it() {
     shop.close().await;
     // The private server goes with `pg`; its database needs no dropping.
     h.store.close().await;
+}
+
+async fn paid_order(h: &mut Harness, reference: &str) {
+    let i = h.create("order", reference, "BTC", "100").await;
+    h.pay(&i.address, Asset::Btc, i.amount_due);
+    h.mine(3);
+    h.sync().await;
+}
+
+async fn events_past_the_retention_are_pruned_and_a_reader_behind_them_is_told_where_to_resume(
+    b: Backend,
+) {
+    let mut h = Harness::new(b, Network::Bitcoin, 3).await;
+    h.import_pool(3).await;
+    paid_order(&mut h, "old-1").await;
+    paid_order(&mut h, "old-2").await;
+    let old = h.store.events_after(0, 100).await.unwrap();
+    h.clock.advance_secs(2 * 86_400);
+    paid_order(&mut h, "new-1").await;
+    let cutoff = h.clock.now_ms() - 86_400_000;
+    let all = h.store.events_after(0, 100).await.unwrap();
+    let new: Vec<FeedEvent> = all[old.len()..].to_vec();
+    assert!(new.iter().all(|e| e.reference.as_deref() == Some("new-1")));
+
+    // Webhooks on: no delivery has been sent, so every event stays.
+    assert_eq!(h.store.prune_events(cutoff, true, 1_000).await.unwrap(), 0);
+    assert_eq!(h.store.feed_pruned_through().await.unwrap(), 0);
+    assert_eq!(h.store.events_after(0, 100).await.unwrap(), all);
+
+    // Webhooks off: their rows would never be sent, and go with the events.
+    let pruned = h.store.prune_events(cutoff, false, 1_000).await.unwrap();
+    assert_eq!(pruned, u64::try_from(old.len()).unwrap());
+    let horizon = h.store.feed_pruned_through().await.unwrap();
+    assert_eq!(horizon, old.last().unwrap().cursor);
+    assert_eq!(
+        h.store.events_after(0, 100).await.unwrap(),
+        new,
+        "newer events stay"
+    );
+    assert_eq!(
+        h.count(&format!(
+            "SELECT COUNT(*) FROM webhook_deliveries WHERE outbox_id NOT IN (SELECT id FROM outbox)"
+        ))
+        .await,
+        0,
+        "no delivery row outlives its event"
+    );
+    assert_eq!(
+        h.store.prune_events(cutoff, false, 1_000).await.unwrap(),
+        0,
+        "pruning again finds nothing"
+    );
+
+    let api = ApiClient::serve(context_with_role_tokens(&h)).await;
+    let (st, v) = api
+        .call(
+            Method::GET,
+            "/v1/events?after=0",
+            Some(STOREFRONT),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(st, StatusCode::GONE, "{v}");
+    assert_eq!(v["error"]["code"], "feed_pruned");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(message.contains(&format!("after={horizon}")), "{message}");
+    let (st, v) = api
+        .call(
+            Method::GET,
+            &format!("/v1/events?after={horizon}"),
+            Some(STOREFRONT),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(v["events"].as_array().unwrap().len(), new.len());
 }

@@ -2,7 +2,7 @@
 //! cursor. The same events as the `paywatch_events` view and the webhooks.
 
 use axum::extract::State;
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -31,6 +31,19 @@ pub(crate) async fn list(
     )?;
     let after = in_range("after", q.after, 0, 0, i64::MAX)?;
     let limit = in_range("limit", q.limit, 100, 1, 1000)?;
+    let horizon = s.ctx.store.feed_pruned_through().await?;
+    if after < horizon {
+        return Err(ApiError::new(
+            StatusCode::GONE,
+            "feed_pruned",
+            format!(
+                "events up to cursor {horizon} were pruned (events.retention_days = {}): \
+                 re-read the status of the orders and top-ups you follow, then resume with \
+                 after={horizon}",
+                s.ctx.settings.events.retention_days
+            ),
+        ));
+    }
     let events = s.ctx.store.events_after(after, limit).await?;
     // Where to ask next: the last event's cursor, or the same one when none
     // came (never a number no event has reached).

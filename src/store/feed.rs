@@ -48,6 +48,76 @@ impl Store {
     }
 }
 
+impl Store {
+    /// The highest cursor pruned (0 while none was): a reader asking from
+    /// below it has missed events and must re-read what it follows.
+    pub async fn feed_pruned_through(&self) -> Result<i64, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT pruned_through FROM feed_horizon WHERE id = 1")
+                .fetch_optional(self.pool())
+                .await?
+                .unwrap_or(0),
+        )
+    }
+
+    /// Prunes up to `batch` of the oldest events written before
+    /// `before_ms`, never the newest event (SQLite numbers the next one
+    /// after it), and their webhook rows once delivered, or all of them
+    /// while webhooks are off (`webhooks_on` false): they would never be
+    /// sent. An event whose delivery is still due stays until it is sent.
+    /// Returns how many events went.
+    pub async fn prune_events(
+        &self,
+        before_ms: i64,
+        webhooks_on: bool,
+        batch: i64,
+    ) -> Result<u64, StoreError> {
+        let mut tx = self.begin().await?;
+        let through: Option<i64> = sqlx::query_scalar(
+            "SELECT MAX(seq) FROM (SELECT seq FROM outbox WHERE created_at < $1 \
+               AND seq < (SELECT MAX(seq) FROM outbox) ORDER BY seq LIMIT $2) AS oldest",
+        )
+        .bind(before_ms)
+        .bind(batch)
+        .fetch_one(&mut *tx)
+        .await?;
+        let Some(through) = through else {
+            return Ok(0);
+        };
+        let deliveries = if webhooks_on {
+            "DELETE FROM webhook_deliveries WHERE delivered_at IS NOT NULL \
+             AND outbox_id IN (SELECT id FROM outbox WHERE seq <= $1)"
+        } else {
+            "DELETE FROM webhook_deliveries \
+             WHERE outbox_id IN (SELECT id FROM outbox WHERE seq <= $1)"
+        };
+        sqlx::query(deliveries)
+            .bind(through)
+            .execute(&mut *tx)
+            .await?;
+        let gone: Vec<i64> = sqlx::query_scalar(
+            "DELETE FROM outbox WHERE seq <= $1 \
+             AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.outbox_id = outbox.id) \
+             RETURNING seq",
+        )
+        .bind(through)
+        .fetch_all(&mut *tx)
+        .await?;
+        // The horizon is the highest cursor actually pruned: events kept for
+        // a pending delivery do not make a reader below them miss anything.
+        if let Some(highest) = gone.iter().max() {
+            sqlx::query(
+                "UPDATE feed_horizon SET pruned_through = $1 WHERE id = 1 AND pruned_through < $1",
+            )
+            .bind(highest)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(u64::try_from(gone.len()).unwrap_or(u64::MAX))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;

@@ -106,6 +106,11 @@ const POSTGRES: Embedded = &[
         "order status",
         include_str!("../../migrations/postgres/0019_order_status.sql"),
     ),
+    (
+        20,
+        "feed retention",
+        include_str!("../../migrations/postgres/0020_feed_retention.sql"),
+    ),
 ];
 const SQLITE: Embedded = &[
     (
@@ -202,6 +207,11 @@ const SQLITE: Embedded = &[
         19,
         "order status",
         include_str!("../../migrations/sqlite/0019_order_status.sql"),
+    ),
+    (
+        20,
+        "feed retention",
+        include_str!("../../migrations/sqlite/0020_feed_retention.sql"),
     ),
 ];
 
