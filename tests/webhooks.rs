@@ -9,7 +9,7 @@
 mod common;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -41,6 +41,7 @@ on_both_databases!(
     delivery_stopped_mid_retry_resumes_after_a_restart_and_loses_nothing,
     an_operator_can_have_a_delivered_row_sent_again,
     a_delivery_replayed_under_another_delivery_id_fails_its_signature,
+    an_order_s_events_go_out_in_commit_order_across_its_intents,
 );
 
 /// One request the receiver got, and what it answered.
@@ -60,6 +61,9 @@ struct Hit {
 struct Receiver {
     hits: Mutex<Vec<Hit>>,
     failures_left: AtomicUsize,
+    /// A delivery id refused while `refusals_left` lasts (-1: none).
+    refused_delivery: AtomicI64,
+    refusals_left: AtomicUsize,
 }
 
 impl Receiver {
@@ -67,6 +71,8 @@ impl Receiver {
         let r = Arc::new(Receiver {
             hits: Mutex::default(),
             failures_left: AtomicUsize::new(failures),
+            refused_delivery: AtomicI64::new(-1),
+            refusals_left: AtomicUsize::new(0),
         });
         let app = Router::new()
             .route("/hooks/paywatch", post(receive))
@@ -94,10 +100,6 @@ async fn receive(
     headers: HeaderMap,
     body: Bytes,
 ) -> (StatusCode, &'static str) {
-    let fail = r
-        .failures_left
-        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-        .is_ok();
     let header = |name: &str| {
         headers
             .get(name)
@@ -105,6 +107,15 @@ async fn receive(
             .unwrap_or("")
             .to_owned()
     };
+    let refused = header("paywatch-delivery").parse::<i64>().ok()
+        == Some(r.refused_delivery.load(Ordering::SeqCst))
+        && r.refusals_left
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+    let fail = refused
+        || r.failures_left
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
     let (status, text) = if fail {
         (StatusCode::INTERNAL_SERVER_ERROR, "receiver down")
     } else {
@@ -191,6 +202,61 @@ async fn two_paid_orders(h: &mut Harness) -> Vec<(i64, i64)> {
         assert_eq!(h.status_history(id).await.last().unwrap(), "paid");
     }
     rows
+}
+
+// Issue 20, found 9: deliveries waited only for their own intent's, so the
+// events of an order's second intent overtook the first's while it was
+// retried.
+async fn an_order_s_events_go_out_in_commit_order_across_its_intents(b: Backend) {
+    let mut h = Harness::new(b, Network::Litecoin, 1).await;
+    h.import_pool(2).await;
+    let first_tab = h.create("order", "tabs", "LTC", "100").await;
+    let second_tab = h.create("order", "tabs", "LTC", "100").await;
+    h.pay(&first_tab.address, Asset::Ltc, first_tab.amount_due);
+    h.mine(1);
+    h.sync().await;
+    // The second tab's customer pays too: a duplicate, for review.
+    h.pay(&second_tab.address, Asset::Ltc, second_tab.amount_due);
+    h.mine(1);
+    h.sync().await;
+    let feed = h.store.events_after(0, 100).await.unwrap();
+    let intents: std::collections::BTreeSet<i64> =
+        feed.iter().filter_map(|e| e.intent_id).collect();
+    assert_eq!(intents.len(), 2, "events about both intents: {feed:?}");
+
+    let (receiver, url) = Receiver::start(0).await;
+    // The order's first event is refused three times, then taken.
+    let first: i64 = h
+        .row("SELECT id FROM outbox ORDER BY seq LIMIT 1")
+        .await
+        .int("id");
+    receiver.refused_delivery.store(first, Ordering::SeqCst);
+    receiver.refusals_left.store(3, Ordering::SeqCst);
+    let task = Task::start(h.store.clone(), &settings(&h, &url));
+    all_delivered(&h.store, feed.len()).await;
+    task.stop().await;
+
+    let taken: Vec<i64> = receiver
+        .hits()
+        .iter()
+        .filter(|hit| hit.answered == 200)
+        .map(|hit| {
+            let body: Value = serde_json::from_str(&hit.body).unwrap();
+            body["cursor"].as_i64().unwrap()
+        })
+        .collect();
+    let mut in_order = taken.clone();
+    in_order.sort_unstable();
+    assert_eq!(
+        taken, in_order,
+        "the order's events arrived in commit order, across its two intents"
+    );
+    assert_eq!(taken.len(), feed.len());
+    assert_eq!(
+        receiver.hits_for(first).len(),
+        4,
+        "refused three times, then taken"
+    );
 }
 
 async fn deliveries(store: &Store, state: DeliveryState) -> Vec<WebhookDelivery> {

@@ -111,6 +111,11 @@ const POSTGRES: Embedded = &[
         "feed retention",
         include_str!("../../migrations/postgres/0020_feed_retention.sql"),
     ),
+    (
+        21,
+        "webhooks per order",
+        include_str!("../../migrations/postgres/0021_webhooks_per_order.sql"),
+    ),
 ];
 const SQLITE: Embedded = &[
     (
@@ -212,6 +217,11 @@ const SQLITE: Embedded = &[
         20,
         "feed retention",
         include_str!("../../migrations/sqlite/0020_feed_retention.sql"),
+    ),
+    (
+        21,
+        "webhooks per order",
+        include_str!("../../migrations/sqlite/0021_webhooks_per_order.sql"),
     ),
 ];
 

@@ -13,11 +13,13 @@ use sqlx::Row;
 
 use super::{json, Col, Store, StoreError};
 
-/// An open row that no earlier open row of the same intent precedes: an
-/// intent's events go out one at a time, in order.
+/// An open row that no open row of the same order or top-up with a lower
+/// feed cursor precedes: its events go out one at a time, in commit order,
+/// whichever of its intents they are about. (A debit that paid no order
+/// names none, and waits for nothing.)
 const OPEN_HEAD: &str = "d.delivered_at IS NULL AND NOT EXISTS (\
     SELECT 1 FROM webhook_deliveries e WHERE e.delivered_at IS NULL \
-    AND e.intent_id = d.intent_id AND e.outbox_id < d.outbox_id)";
+    AND e.kind = d.kind AND e.reference = d.reference AND e.seq < d.seq)";
 
 const DELIVERY_COLUMNS: &str = "d.outbox_id, d.intent_id, o.topic, o.payload, o.created_at, \
     d.attempts, d.failures, d.next_attempt_at, d.last_attempt_at, d.last_status, \
@@ -120,7 +122,7 @@ pub(crate) struct ClaimedDelivery {
 }
 
 impl Store {
-    /// Claims up to `limit` due rows, oldest first, at most one per intent,
+    /// Claims up to `limit` due rows, oldest first, at most one per order or top-up,
     /// until `lease_until_ms`. Rows another instance is claiming are skipped.
     pub(crate) async fn claim_webhook_deliveries(
         &self,
@@ -254,10 +256,11 @@ impl Store {
     ) -> Result<Option<WebhookDelivery>, StoreError> {
         let mut tx = self.begin().await?;
         let touched = sqlx::query(
-            "INSERT INTO webhook_deliveries (outbox_id, intent_id, next_attempt_at) \
-             SELECT id, intent_id, $2 FROM outbox WHERE id = $1 \
+            "INSERT INTO webhook_deliveries (outbox_id, intent_id, seq, kind, reference, \
+               next_attempt_at) \
+             SELECT id, intent_id, seq, kind, reference, $2 FROM outbox WHERE id = $1 \
              ON CONFLICT (outbox_id) DO UPDATE SET next_attempt_at = $2, delivered_at = NULL, \
-             failures = 0",
+             failures = 0, seq = excluded.seq, kind = excluded.kind, reference = excluded.reference",
         )
         .bind(outbox_id)
         .bind(now_ms)
