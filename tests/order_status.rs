@@ -24,7 +24,7 @@ async fn an_order_has_one_answer_however_many_intents_it_had(b: Backend) {
     let row = h
         .row(
             "SELECT CAST(paid AS BIGINT) AS paid, CAST(open_intent_count AS BIGINT) AS open, \
-             usd_due_cents, latest_reason_code, paid_asset FROM paywatch_payment_status \
+             usd_due_cents, latest_reason_code, paid_asset, updated_at_ms FROM paywatch_payment_status \
              WHERE kind = 'order' AND reference = 'two-tabs'",
         )
         .await;
@@ -34,6 +34,7 @@ async fn an_order_has_one_answer_however_many_intents_it_had(b: Backend) {
     );
     assert_eq!(row.get("latest_reason_code"), Some("awaiting_payment"));
     assert_eq!(row.get("paid_asset"), None);
+    let before = row.int("updated_at_ms");
 
     h.pay(&first_tab.address, Asset::Btc, first_tab.amount_due);
     h.mine(1);
@@ -41,7 +42,8 @@ async fn an_order_has_one_answer_however_many_intents_it_had(b: Backend) {
     let row = h
         .row(
             "SELECT CAST(paid AS BIGINT) AS paid, paid_intent_id, paid_asset, paid_network, \
-             paid_via, payment_status FROM paywatch_payment_status WHERE account = 'acct-1'",
+             paid_via, payment_status, updated_at_ms FROM paywatch_payment_status \
+             WHERE account = 'acct-1'",
         )
         .await;
     assert_eq!(row.int("paid"), 1, "{row:?}");
@@ -54,6 +56,10 @@ async fn an_order_has_one_answer_however_many_intents_it_had(b: Backend) {
             row.get("payment_status")
         ),
         (Some("BTC"), Some("bitcoin"), Some("chain"), Some("paid"))
+    );
+    assert!(
+        row.int("updated_at_ms") > before,
+        "a reader polling by updated_at_ms sees the change: {row:?}"
     );
 }
 

@@ -8,13 +8,14 @@
 --
 -- New columns: `paid` (1 while settled and not reversed: the one thing to
 -- read), how (`paid_asset`, `paid_network` beside `paid_via`), the USD due,
--- how many intents are still open, and the latest intent's outcome and
--- reason code.
+-- how many intents are still open, the latest intent's outcome and reason
+-- code, and when anything about the reference last changed.
 CREATE OR REPLACE VIEW paywatch_payment_status AS
 WITH per_reference AS (
     SELECT kind, reference, account, MAX(id) AS latest_id, COUNT(*) AS intent_count,
            SUM(CASE WHEN status = 'needs_review' THEN 1 ELSE 0 END) AS needs_review_count,
-           SUM(CASE WHEN status IN ('awaiting_payment', 'confirming') THEN 1 ELSE 0 END) AS open_count
+           SUM(CASE WHEN status IN ('awaiting_payment', 'confirming') THEN 1 ELSE 0 END) AS open_count,
+           MAX(updated_at) AS updated_at
     FROM intents
     GROUP BY kind, reference, account
 )
@@ -34,7 +35,8 @@ SELECT r.kind, r.reference, r.account,
        CAST(r.open_count AS BIGINT) AS open_intent_count,
        li.outcome AS latest_outcome,
        COALESCE(li.reason_code,
-                CASE WHEN li.status = 'awaiting_payment' THEN 'awaiting_payment' END) AS latest_reason_code
+                CASE WHEN li.status = 'awaiting_payment' THEN 'awaiting_payment' END) AS latest_reason_code,
+       GREATEST(r.updated_at, COALESCE(s.settled_at, 0), COALESCE(s.reversed_at, 0)) AS updated_at_ms
 FROM per_reference r
 JOIN intents li ON li.id = r.latest_id
 LEFT JOIN settlements s ON s.kind = r.kind AND s.reference = r.reference
@@ -44,7 +46,8 @@ SELECT s.kind, s.reference, s.account, 'paid', s.intent_id, s.settled_at, s.usd_
        CAST(NULL AS BIGINT), CAST(NULL AS TEXT), CAST(NULL AS TEXT), CAST(0 AS BIGINT), CAST(0 AS BIGINT), s.via,
        CASE WHEN s.reversed_at IS NULL THEN s.settled_at END,
        CASE WHEN s.reversed_at IS NULL THEN 1 ELSE 0 END,
-       CAST(NULL AS TEXT), CAST(NULL AS TEXT), s.usd_cents, CAST(0 AS BIGINT), CAST(NULL AS TEXT), CAST(NULL AS TEXT)
+       CAST(NULL AS TEXT), CAST(NULL AS TEXT), s.usd_cents, CAST(0 AS BIGINT), CAST(NULL AS TEXT), CAST(NULL AS TEXT),
+       GREATEST(s.settled_at, COALESCE(s.reversed_at, 0))
 FROM settlements s
 WHERE s.intent_id IS NULL
   AND NOT EXISTS (SELECT 1 FROM intents i WHERE i.kind = s.kind AND i.reference = s.reference);
