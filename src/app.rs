@@ -314,7 +314,6 @@ pub async fn run_until_with_metrics(
                 ctx.store.clone(),
                 ctx.clock.clone(),
                 ctx.settings.events.retention_days,
-                ctx.settings.webhooks.enabled(),
                 stop_rx.clone(),
             )
             .instrument(tracing::info_span!("feed_retention")),

@@ -19,7 +19,6 @@ pub(crate) async fn run(
     store: Store,
     clock: Arc<dyn Clock>,
     retention_days: u64,
-    webhooks_on: bool,
     mut stop: watch::Receiver<bool>,
 ) {
     let keep_ms = i64::try_from(retention_days)
@@ -29,7 +28,7 @@ pub(crate) async fn run(
         let before = clock.now_ms().saturating_sub(keep_ms);
         let mut pruned = 0;
         loop {
-            match store.prune_events(before, webhooks_on, BATCH).await {
+            match store.prune_events(before, BATCH).await {
                 Ok(0) => break,
                 Ok(n) => pruned += n,
                 Err(e) => {

@@ -77,9 +77,9 @@ pub struct ReconcileSettings {
 /// The storefront's event feed (`paywatch_events`, `GET /v1/events`).
 #[derive(Debug, Clone, Deserialize)]
 pub struct EventSettings {
-    /// Events older than this many days are pruned, with their delivered
-    /// (or, while webhooks are off, never to be sent) webhook rows; 0 keeps
-    /// every event. A reader whose cursor falls behind is told to re-read.
+    /// Events older than this many days are pruned with their delivered
+    /// webhook rows (one still to be sent stays); 0 keeps every event. A
+    /// reader whose cursor falls behind is told to re-read.
     pub retention_days: u64,
 }
 

@@ -300,31 +300,37 @@ async fn events_past_the_retention_are_pruned_and_a_reader_behind_them_is_told_w
     let new: Vec<FeedEvent> = all[old.len()..].to_vec();
     assert!(new.iter().all(|e| e.reference.as_deref() == Some("new-1")));
 
-    // Webhooks on: no delivery has been sent, so every event stays.
-    assert_eq!(h.store.prune_events(cutoff, true, 1_000).await.unwrap(), 0);
+    // No delivery has been sent: every event stays, to be sent.
+    assert_eq!(h.store.prune_events(cutoff, 1_000).await.unwrap(), 0);
     assert_eq!(h.store.feed_pruned_through().await.unwrap(), 0);
     assert_eq!(h.store.events_after(0, 100).await.unwrap(), all);
 
-    // Webhooks off: their rows would never be sent, and go with the events.
-    let pruned = h.store.prune_events(cutoff, false, 1_000).await.unwrap();
-    assert_eq!(pruned, u64::try_from(old.len()).unwrap());
+    // A receiver took all but the first event; that one is still refused.
+    let kept = old[0].cursor;
+    h.store
+        .execute_raw(&format!(
+            "UPDATE webhook_deliveries SET delivered_at = 1 \
+             WHERE outbox_id IN (SELECT id FROM outbox WHERE seq <> {kept})"
+        ))
+        .await
+        .unwrap();
+    let pruned = h.store.prune_events(cutoff, 1_000).await.unwrap();
+    assert_eq!(pruned, u64::try_from(old.len() - 1).unwrap());
     let horizon = h.store.feed_pruned_through().await.unwrap();
     assert_eq!(horizon, old.last().unwrap().cursor);
+    let left = h.store.events_after(0, 100).await.unwrap();
+    assert_eq!(left[0].cursor, kept, "the event still to be sent stays");
+    assert_eq!(&left[1..], &new[..], "newer events stay");
     assert_eq!(
-        h.store.events_after(0, 100).await.unwrap(),
-        new,
-        "newer events stay"
-    );
-    assert_eq!(
-        h.count(&format!(
+        h.count(
             "SELECT COUNT(*) FROM webhook_deliveries WHERE outbox_id NOT IN (SELECT id FROM outbox)"
-        ))
+        )
         .await,
         0,
         "no delivery row outlives its event"
     );
     assert_eq!(
-        h.store.prune_events(cutoff, false, 1_000).await.unwrap(),
+        h.store.prune_events(cutoff, 1_000).await.unwrap(),
         0,
         "pruning again finds nothing"
     );

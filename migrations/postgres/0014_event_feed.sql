@@ -13,9 +13,15 @@ ALTER TABLE outbox ADD COLUMN seq BIGINT;
 ALTER TABLE outbox ADD COLUMN kind TEXT;
 ALTER TABLE outbox ADD COLUMN reference TEXT;
 -- Rows written before are all committed: any order of them is a safe one.
+-- Their bodies gain the fields every event now carries (fields only grow);
+-- a debit that paid no order said kind "order", reference "": it names none.
 UPDATE outbox SET seq = id,
-                  kind = CAST(payload AS jsonb) ->> 'kind',
-                  reference = CAST(payload AS jsonb) ->> 'reference';
+                  kind = CASE WHEN COALESCE(CAST(payload AS jsonb) ->> 'reference', '') = '' THEN NULL
+                              ELSE CAST(payload AS jsonb) ->> 'kind' END,
+                  reference = NULLIF(CAST(payload AS jsonb) ->> 'reference', ''),
+                  payload = CAST(CAST(payload AS jsonb)
+                                 || jsonb_build_object('cursor', id, 'created_at_ms', created_at)
+                            AS TEXT);
 CREATE SEQUENCE outbox_seq;
 SELECT setval('outbox_seq', COALESCE(MAX(id), 0) + 1, false) FROM outbox;
 CREATE UNIQUE INDEX outbox_by_seq ON outbox (seq);
@@ -28,3 +34,25 @@ SELECT o.seq AS cursor, o.topic, o.kind, o.reference, o.intent_id,
        o.payload, o.created_at AS created_at_ms
 FROM outbox o
 WHERE o.seq IS NOT NULL;
+
+-- An instance of the release before, still running during an upgrade,
+-- inserts outbox rows without a cursor: they are numbered here, under the
+-- same lock (its key is `FEED_LOCK` in src/store/settlements.rs), so no
+-- event is ever missing from the feed.
+CREATE FUNCTION paywatch_outbox_number() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.seq IS NULL THEN
+        PERFORM pg_advisory_xact_lock(8097887158714852708);
+        NEW.seq := nextval('outbox_seq');
+        NEW.reference := NULLIF(CAST(NEW.payload AS jsonb) ->> 'reference', '');
+        NEW.kind := CASE WHEN NEW.reference IS NULL THEN NULL
+                         ELSE CAST(NEW.payload AS jsonb) ->> 'kind' END;
+        NEW.payload := CAST(CAST(NEW.payload AS jsonb)
+                            || jsonb_build_object('cursor', NEW.seq, 'created_at_ms', NEW.created_at)
+                       AS TEXT);
+    END IF;
+    RETURN NEW;
+END;
+$$;
+CREATE TRIGGER outbox_number BEFORE INSERT ON outbox
+    FOR EACH ROW EXECUTE FUNCTION paywatch_outbox_number();

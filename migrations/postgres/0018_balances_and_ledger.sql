@@ -1,8 +1,9 @@
 -- Balances a storefront can show (issue 20, found 7): what is pending
 -- beside what is available, and the ledger behind them.
 --
--- `pending_usd_cents`: top-ups whose money is seen and not final yet; they
--- become available once final. Only accounts with ledger entries have a
+-- `pending_usd_cents`: top-ups whose whole price is seen and not final yet
+-- (a top-up with only part of its price seen counts nothing); they become
+-- available once final. Only accounts with ledger entries have a
 -- row here; the API answers for any account (zero when it has nothing).
 CREATE OR REPLACE VIEW paywatch_balances AS
 SELECT account,
@@ -12,7 +13,8 @@ SELECT account,
        MAX(created_at) AS last_entry_at_ms,
        (SELECT CAST(COALESCE(SUM(i.usd_cents), 0) AS BIGINT) FROM intents i
         WHERE i.account = ledger_entries.account AND i.kind = 'topup'
-          AND i.status = 'confirming') AS pending_usd_cents
+          AND i.status = 'confirming'
+          AND COALESCE(i.reason_code, '') <> 'partly_unconfirmed') AS pending_usd_cents
 FROM ledger_entries
 GROUP BY account;
 

@@ -7,9 +7,14 @@
 ALTER TABLE outbox ADD COLUMN seq BIGINT;
 ALTER TABLE outbox ADD COLUMN kind TEXT;
 ALTER TABLE outbox ADD COLUMN reference TEXT;
+-- Bodies written before gain the fields every event now carries (fields
+-- only grow); a debit that paid no order said kind "order", reference "":
+-- it names none.
 UPDATE outbox SET seq = id,
-                  kind = json_extract(payload, '$.kind'),
-                  reference = json_extract(payload, '$.reference');
+                  kind = CASE WHEN COALESCE(json_extract(payload, '$.reference'), '') = '' THEN NULL
+                              ELSE json_extract(payload, '$.kind') END,
+                  reference = NULLIF(json_extract(payload, '$.reference'), ''),
+                  payload = json_set(payload, '$.cursor', id, '$.created_at_ms', created_at);
 CREATE UNIQUE INDEX outbox_by_seq ON outbox (seq);
 CREATE INDEX outbox_by_reference ON outbox (kind, reference, seq);
 

@@ -31,6 +31,9 @@ pub(crate) async fn list(
     )?;
     let after = in_range("after", q.after, 0, 0, i64::MAX)?;
     let limit = in_range("limit", q.limit, 100, 1, 1000)?;
+    let events = s.ctx.store.events_after(after, limit).await?;
+    // Read after the events: a prune that committed before them shows here,
+    // so a page it cut into is never served as if whole.
     let horizon = s.ctx.store.feed_pruned_through().await?;
     if after < horizon {
         return Err(ApiError::new(
@@ -44,7 +47,7 @@ pub(crate) async fn list(
             ),
         ));
     }
-    let events = s.ctx.store.events_after(after, limit).await?;
+
     // Where to ask next: the last event's cursor, or the same one when none
     // came (never a number no event has reached).
     let next = events.last().map_or(after, |e| e.cursor);

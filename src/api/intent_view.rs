@@ -8,7 +8,7 @@ use serde::Serialize;
 use crate::payment_uri::{payment_uri, UriError, UriTarget};
 use crate::reconcile::Status;
 use crate::settings::Settings;
-use crate::store::{IntentRecord, RefundRecord};
+use crate::store::{IntentRecord, RefundRecord, Store, StoreError};
 
 #[derive(Debug, Serialize)]
 pub struct IntentView {
@@ -176,6 +176,17 @@ impl IntentView {
     pub fn with_refund(mut self, refund: Option<&RefundRecord>) -> Self {
         self.refund = refund.map(RefundView::new);
         self
+    }
+
+    /// With its refund read from the store, so every endpoint that shows an
+    /// intent shows the same thing.
+    pub(crate) async fn load(
+        i: &IntentRecord,
+        settings: &Settings,
+        store: &Store,
+    ) -> Result<IntentView, StoreError> {
+        let refund = store.refund(i.id).await?;
+        Ok(IntentView::new(i, settings).with_refund(refund.as_ref()))
     }
 }
 

@@ -166,7 +166,8 @@ pub(crate) async fn create_intent(
     } else {
         StatusCode::OK
     };
-    Ok((status, Json(IntentView::new(&intent, &s.ctx.settings))).into_response())
+    let view = IntentView::load(&intent, &s.ctx.settings, &s.ctx.store).await?;
+    Ok((status, Json(view)).into_response())
 }
 
 pub(crate) async fn get_intent(
@@ -186,9 +187,8 @@ pub(crate) async fn get_intent(
         .intent(id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("no intent {id}")))?;
-    let refund = s.ctx.store.refund(id).await?;
     Ok(Json(
-        IntentView::new(&intent, &s.ctx.settings).with_refund(refund.as_ref()),
+        IntentView::load(&intent, &s.ctx.settings, &s.ctx.store).await?,
     ))
 }
 
@@ -270,8 +270,7 @@ pub(crate) async fn list_intents(
         .await?;
     let mut views: Vec<IntentView> = Vec::with_capacity(intents.len());
     for i in &intents {
-        let refund = s.ctx.store.refund(i.id).await?;
-        views.push(IntentView::new(i, &s.ctx.settings).with_refund(refund.as_ref()));
+        views.push(IntentView::load(i, &s.ctx.settings, &s.ctx.store).await?);
     }
     let settlement = s
         .ctx

@@ -44,11 +44,10 @@ pub(crate) async fn find(
 ) -> Result<Json<Value>, ApiError> {
     s.tokens
         .authorize(&headers, &[Role::Support, Role::Operator], "find_cases")?;
-    let views: Vec<IntentView> = find_cases(&s, &q)
-        .await?
-        .iter()
-        .map(|i| IntentView::new(i, &s.ctx.settings))
-        .collect();
+    let mut views: Vec<IntentView> = Vec::new();
+    for i in &find_cases(&s, &q).await? {
+        views.push(IntentView::load(i, &s.ctx.settings, &s.ctx.store).await?);
+    }
     Ok(Json(json!({"intents": views})))
 }
 
@@ -185,7 +184,7 @@ pub(crate) async fn case_json(s: &ApiState, id: i64, after: i64) -> Result<Value
     });
     let intent = &c.intent;
     Ok(json!({
-        "intent": IntentView::new(intent, &s.ctx.settings),
+        "intent": IntentView::new(intent, &s.ctx.settings).with_refund(c.refund.as_ref()),
         "declared_paid_at_ms": intent.declared_paid_at_ms,
         "rate_lock": {"usd_per_coin": intent.rate_usd, "source": intent.rate_source,
                       "at_ms": intent.rate_at_ms},

@@ -281,11 +281,11 @@ impl IntentService {
             .store
             .open_intents_for_reference(&mut tx, kind, reference)
             .await?;
-        let owner = self
+        let other_owner = self
             .store
-            .reference_account(&mut tx, kind, reference)
+            .claim_reference(&mut tx, kind, reference, &account)
             .await?;
-        if owner.is_some_and(|o| o != account) {
+        if other_owner.is_some() {
             return Err(IntentError::ReferenceOfAnotherAccount {
                 kind,
                 reference: reference.to_owned(),

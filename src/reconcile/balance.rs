@@ -66,6 +66,12 @@ impl Reconciler {
         }
         let mut intents = Vec::new();
         if let Some(order) = p.order {
+            if let Some(owner) = store
+                .claim_reference(&mut tx, IntentKind::Order, order, p.account)
+                .await?
+            {
+                return Ok(DebitOutcome::OrderOfAnotherAccount(owner));
+            }
             intents = store
                 .lock_intents_of_reference(&mut tx, IntentKind::Order, order)
                 .await?;

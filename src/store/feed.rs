@@ -61,21 +61,20 @@ impl Store {
     }
 
     /// Prunes up to `batch` of the oldest events written before
-    /// `before_ms`, never the newest event (SQLite numbers the next one
-    /// after it), and their webhook rows once delivered, or all of them
-    /// while webhooks are off (`webhooks_on` false): they would never be
-    /// sent. An event whose delivery is still due stays until it is sent.
-    /// Returns how many events went.
-    pub async fn prune_events(
-        &self,
-        before_ms: i64,
-        webhooks_on: bool,
-        batch: i64,
-    ) -> Result<u64, StoreError> {
+    /// `before_ms`, with their delivered webhook rows; never the newest
+    /// event (SQLite numbers the next one after it) and never one whose
+    /// delivery is still due (whatever this instance's own webhook
+    /// settings: another may be sending it). Returns how many events went.
+    pub async fn prune_events(&self, before_ms: i64, batch: i64) -> Result<u64, StoreError> {
         let mut tx = self.begin().await?;
+        // Candidates skip events kept for a delivery, so a receiver that
+        // refuses one order for ever cannot stop pruning behind it.
         let through: Option<i64> = sqlx::query_scalar(
-            "SELECT MAX(seq) FROM (SELECT seq FROM outbox WHERE created_at < $1 \
-               AND seq < (SELECT MAX(seq) FROM outbox) ORDER BY seq LIMIT $2) AS oldest",
+            "SELECT MAX(seq) FROM (SELECT o.seq FROM outbox o WHERE o.created_at < $1 \
+               AND o.seq < (SELECT MAX(seq) FROM outbox) \
+               AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d \
+                               WHERE d.outbox_id = o.id AND d.delivered_at IS NULL) \
+               ORDER BY o.seq LIMIT $2) AS oldest",
         )
         .bind(before_ms)
         .bind(batch)
@@ -84,17 +83,13 @@ impl Store {
         let Some(through) = through else {
             return Ok(0);
         };
-        let deliveries = if webhooks_on {
+        sqlx::query(
             "DELETE FROM webhook_deliveries WHERE delivered_at IS NOT NULL \
-             AND outbox_id IN (SELECT id FROM outbox WHERE seq <= $1)"
-        } else {
-            "DELETE FROM webhook_deliveries \
-             WHERE outbox_id IN (SELECT id FROM outbox WHERE seq <= $1)"
-        };
-        sqlx::query(deliveries)
-            .bind(through)
-            .execute(&mut *tx)
-            .await?;
+             AND outbox_id IN (SELECT id FROM outbox WHERE seq <= $1)",
+        )
+        .bind(through)
+        .execute(&mut *tx)
+        .await?;
         let gone: Vec<i64> = sqlx::query_scalar(
             "DELETE FROM outbox WHERE seq <= $1 \
              AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.outbox_id = outbox.id) \
@@ -215,6 +210,39 @@ mod tests {
         assert!(
             all.iter().all(|e| e.created_at_ms > 0),
             "each event has its time"
+        );
+    }
+
+    // Issue 20 review: an instance of the release before, still running
+    // through an upgrade, writes outbox rows with no cursor.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_row_an_older_release_writes_without_a_cursor_is_numbered_into_the_feed() {
+        let store = fresh_postgres().await;
+        let mut tx = store.begin().await.unwrap();
+        store
+            .insert_outbox(&mut tx, &[about("new-writer")], 1)
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        store
+            .execute_raw(
+                "INSERT INTO outbox (topic, intent_id, payload, created_at) VALUES \
+                 ('intent.status', NULL, '{\"event\":\"intent.status\",\"kind\":\"order\",\
+                 \"reference\":\"old-writer\"}', 7)",
+            )
+            .await
+            .unwrap();
+        let feed = store.events_after(0, 10).await.unwrap();
+        let refs: Vec<_> = feed.iter().map(|e| e.reference.clone().unwrap()).collect();
+        assert_eq!(refs, ["new-writer", "old-writer"]);
+        let old: serde_json::Value = serde_json::from_str(&feed[1].payload).unwrap();
+        assert_eq!(old["cursor"], feed[1].cursor);
+        assert_eq!(old["created_at_ms"], 7);
+        assert_eq!(feed[1].kind.as_deref(), Some("order"));
+        // The trigger takes the same lock as paywatch, by its number.
+        assert!(
+            include_str!("../../migrations/postgres/0014_event_feed.sql")
+                .contains(&crate::store::settlements::FEED_LOCK.to_string())
         );
     }
 }

@@ -392,25 +392,35 @@ impl Store {
     /// `tx`. On PostgreSQL the reference is locked for the rest of `tx`
     /// first, so concurrent creations for it count one after the other
     /// and the cap holds exactly; SQLite's writer is one at a time anyway.
-    /// The account a reference already belongs to, by its intents or its
-    /// settlement; read under the reference's lock that
-    /// [`Store::open_intents_for_reference`] takes.
-    pub(crate) async fn reference_account(
+    /// Claims `kind`/`reference` for `account` unless another account owns
+    /// it: `Some(owner)` then. The claim is a row whose primary key makes a
+    /// concurrent claim wait for this transaction (and, in a snapshot
+    /// transaction that cannot see the winner, fail with a serialization
+    /// error and run again), so two accounts never both get one reference.
+    pub(crate) async fn claim_reference(
         &self,
         tx: &mut Tx,
         kind: IntentKind,
         reference: &str,
+        account: &str,
     ) -> Result<Option<String>, StoreError> {
-        let owner: Option<String> = sqlx::query_scalar(
-            "SELECT account FROM intents WHERE kind = $1 AND reference = $2 \
-             UNION ALL SELECT account FROM settlements WHERE kind = $1 AND reference = $2 \
-             LIMIT 1",
+        sqlx::query(
+            "INSERT INTO reference_owners (kind, reference, account) VALUES ($1, $2, $3) \
+             ON CONFLICT (kind, reference) DO NOTHING",
         )
         .bind(kind.as_str())
         .bind(reference)
-        .fetch_optional(&mut **tx)
+        .bind(account)
+        .execute(&mut **tx)
         .await?;
-        Ok(owner)
+        let owner: String = sqlx::query_scalar(
+            "SELECT account FROM reference_owners WHERE kind = $1 AND reference = $2",
+        )
+        .bind(kind.as_str())
+        .bind(reference)
+        .fetch_one(&mut **tx)
+        .await?;
+        Ok((owner != account).then_some(owner))
     }
 
     pub(crate) async fn open_intents_for_reference(

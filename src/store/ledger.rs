@@ -42,7 +42,8 @@ impl Store {
         // already have a top-up confirming.
         let pending: i64 = sqlx::query_scalar(
             "SELECT CAST(COALESCE(SUM(usd_cents), 0) AS BIGINT) FROM intents \
-             WHERE account = $1 AND kind = 'topup' AND status = 'confirming'",
+             WHERE account = $1 AND kind = 'topup' AND status = 'confirming' \
+               AND COALESCE(reason_code, '') <> 'partly_unconfirmed'",
         )
         .bind(account)
         .fetch_one(self.pool())

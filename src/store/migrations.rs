@@ -116,6 +116,11 @@ const POSTGRES: Embedded = &[
         "webhooks per order",
         include_str!("../../migrations/postgres/0021_webhooks_per_order.sql"),
     ),
+    (
+        22,
+        "reference owners",
+        include_str!("../../migrations/postgres/0022_reference_owners.sql"),
+    ),
 ];
 const SQLITE: Embedded = &[
     (
@@ -222,6 +227,11 @@ const SQLITE: Embedded = &[
         21,
         "webhooks per order",
         include_str!("../../migrations/sqlite/0021_webhooks_per_order.sql"),
+    ),
+    (
+        22,
+        "reference owners",
+        include_str!("../../migrations/sqlite/0022_reference_owners.sql"),
     ),
 ];
 

@@ -64,8 +64,10 @@ pub(crate) const FEED_CHANNEL: &str = "paywatch_outbox";
 pub(crate) const WEBHOOK_CHANNEL: &str = "paywatch_webhooks";
 
 /// Any fixed number: it only has to differ from other advisory locks'
-/// keys, which are hashes of their own names.
-const FEED_LOCK: i64 = 0x7061_7977_6665_6564; // "paywfeed"
+/// keys, which are hashes of their own names. Migration 0014's trigger
+/// (numbering an older release's rows) takes it by its decimal value,
+/// 8097887158714852708.
+pub(crate) const FEED_LOCK: i64 = 0x7061_7977_6665_6564; // "paywfeed"
 
 impl Store {
     /// Makes these settlements, at most one per reference: the primary key on
@@ -152,6 +154,10 @@ impl Store {
         Ok(())
     }
 
+    /// Posts ledger entries. Their ids are drawn under the feed's lock (held
+    /// to commit, as the feed's cursors are), so entry ids too increase in
+    /// commit order and a reader paging the ledger by `entry_id` never
+    /// passes an entry still to commit.
     pub(crate) async fn post_ledger(
         &self,
         tx: &mut Tx,
@@ -161,6 +167,7 @@ impl Store {
         if postings.is_empty() {
             return Ok(());
         }
+        self.lock_feed(tx).await?;
         let sql = format!(
             "INSERT INTO ledger_entries (account, usd_cents, entry_kind, entry_key, intent_id, created_at, memo) \
              SELECT account, usd_cents, entry_kind, entry_key, intent_id, $2, memo FROM {}",
@@ -192,7 +199,9 @@ impl Store {
     /// committed (or rolled back): the feed's order is commit order, and a
     /// reader never sees a cursor while a lower one is still to commit.
     /// Written last in the money path's transaction, so the lock is held
-    /// only for the commit. SQLite's one writer gives the same order.
+    /// for this insert, one notification round trip and the commit (from
+    /// the ledger's entries, when the transaction posts any). SQLite's one
+    /// writer gives the same order.
     pub(crate) async fn insert_outbox(
         &self,
         tx: &mut Tx,
@@ -243,15 +252,25 @@ impl Store {
         self.notify_feed(tx, &rows).await
     }
 
+    /// The feed's lock, held to commit (PostgreSQL; SQLite's one writer
+    /// holds its own from BEGIN). Taken again in one transaction, it is the
+    /// same lock.
+    async fn lock_feed(&self, tx: &mut Tx) -> Result<(), StoreError> {
+        if self.dialect() == Dialect::Postgres {
+            sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                .bind(FEED_LOCK)
+                .execute(&mut **tx)
+                .await?;
+        }
+        Ok(())
+    }
+
     /// The first of `n` consecutive feed numbers, all above any committed.
     async fn draw_feed_numbers(&self, tx: &mut Tx, n: usize) -> Result<i64, StoreError> {
         let n = i64::try_from(n).map_err(|_| StoreError::Corrupt("event batch size".into()))?;
         match self.dialect() {
             Dialect::Postgres => {
-                sqlx::query("SELECT pg_advisory_xact_lock($1)")
-                    .bind(FEED_LOCK)
-                    .execute(&mut **tx)
-                    .await?;
+                self.lock_feed(tx).await?;
                 // No other writer draws while the lock is held, so one
                 // statement takes n consecutive numbers.
                 let last: i64 = sqlx::query_scalar(
@@ -289,14 +308,19 @@ impl Store {
                 None => newest.push((r.kind, r.reference, r.seq)),
             }
         }
-        for (kind, reference, cursor) in newest {
-            let hint = serde_json::json!({"cursor": cursor, "kind": kind, "reference": reference});
-            sqlx::query("SELECT pg_notify($1, $2)")
-                .bind(FEED_CHANNEL)
-                .bind(hint.to_string())
-                .execute(&mut **tx)
-                .await?;
-        }
+        let hints: Vec<String> = newest
+            .into_iter()
+            .map(|(kind, reference, cursor)| {
+                serde_json::json!({"cursor": cursor, "kind": kind, "reference": reference})
+                    .to_string()
+            })
+            .collect();
+        // One round trip however many references: the feed's lock is held.
+        sqlx::query("SELECT pg_notify($1, value) FROM json_array_elements_text(CAST($2 AS json))")
+            .bind(FEED_CHANNEL)
+            .bind(json(&hints)?)
+            .execute(&mut **tx)
+            .await?;
         Ok(())
     }
 
