@@ -349,6 +349,7 @@ async fn events_past_the_retention_are_pruned_and_a_reader_behind_them_is_told_w
     assert_eq!(v["error"]["code"], "feed_pruned");
     let message = v["error"]["message"].as_str().unwrap();
     assert!(message.contains(&format!("after={horizon}")), "{message}");
+    assert_eq!(v["error"]["resume_after"], horizon, "and as a number: {v}");
     let (st, v) = api
         .call(
             Method::GET,

@@ -15,6 +15,8 @@ pub struct ApiError {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
+    /// `feed_pruned` only: where a reader resumes the feed.
+    pub resume_after: Option<i64>,
 }
 
 impl ApiError {
@@ -23,6 +25,7 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            resume_after: None,
         }
     }
 
@@ -55,7 +58,11 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         (
             self.status,
-            Json(json!({"error": {"code": self.code, "message": self.message}})),
+            Json(match self.resume_after {
+                Some(cursor) => json!({"error": {"code": self.code, "message": self.message,
+                                                  "resume_after": cursor}}),
+                None => json!({"error": {"code": self.code, "message": self.message}}),
+            }),
         )
             .into_response()
     }

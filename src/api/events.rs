@@ -36,16 +36,19 @@ pub(crate) async fn list(
     // so a page it cut into is never served as if whole.
     let horizon = s.ctx.store.feed_pruned_through().await?;
     if after < horizon {
-        return Err(ApiError::new(
-            StatusCode::GONE,
-            "feed_pruned",
-            format!(
-                "events up to cursor {horizon} were pruned (events.retention_days = {}): \
+        return Err(ApiError {
+            resume_after: Some(horizon),
+            ..ApiError::new(
+                StatusCode::GONE,
+                "feed_pruned",
+                format!(
+                    "events up to cursor {horizon} were pruned (events.retention_days = {}): \
                  re-read the status of the orders and top-ups you follow, then resume with \
                  after={horizon}",
-                s.ctx.settings.events.retention_days
-            ),
-        ));
+                    s.ctx.settings.events.retention_days
+                ),
+            )
+        });
     }
 
     // Where to ask next: the last event's cursor, or the same one when none
