@@ -283,7 +283,7 @@ impl IntentService {
             .await?;
         let other_owner = self
             .store
-            .claim_reference(&mut tx, kind, reference, &account)
+            .claim_reference(&mut tx, kind, reference, account)
             .await?;
         if other_owner.is_some() {
             return Err(IntentError::ReferenceOfAnotherAccount {
