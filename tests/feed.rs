@@ -6,7 +6,6 @@
 #[macro_use]
 mod common;
 
-use std::process::Command;
 use std::time::Duration;
 
 use common::api::{context_with_role_tokens, ApiClient, STOREFRONT};
@@ -204,40 +203,19 @@ async fn a_listener_is_told_the_new_cursor_and_the_reference_at_commit() {
     );
 }
 
-fn run_roles_file(pg: &PrivatePostgres) {
-    let roles = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/postgres-roles.sql");
-    let out = Command::new("psql")
-        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1"])
-        .args([
-            "-v",
-            "paywatch_password=owner-pw",
-            "-v",
-            "storefront_password=shop-pw",
-        ])
-        .args(["-d", &format!("{}/postgres", pg.admin_url()), "-f", roles])
-        .output()
-        .expect("psql runs (deploy/test.sh installs it)");
-    assert!(
-        out.status.success(),
-        "deploy/postgres-roles.sql failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 // Issue 20, found 1: the storefront role could not read the outbox, so it
 // had no feed at all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_storefront_role_reads_the_feed_and_never_the_tables_behind_it() {
     let pg = PrivatePostgres::start();
-    run_roles_file(&pg);
+    pg.run_roles_file();
     let db = TestDb::at(&format!(
         "postgres://paywatch:owner-pw@127.0.0.1:{}/paywatch",
         pg.port
     ))
     .await;
     // Granted once the views exist, as the file says.
-    run_roles_file(&pg);
+    pg.run_roles_file();
     let mut h = Harness::on(db, Network::Bitcoin, 1).await;
     h.import_pool(1).await;
     let intent = h.create("order", "feed-role", "BTC", "100").await;

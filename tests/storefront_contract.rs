@@ -8,7 +8,6 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::process::Command;
 
 use common::private_postgres::PrivatePostgres;
 use common::{Backend, TestDb};
@@ -137,37 +136,16 @@ async fn every_storefront_view_has_exactly_the_columns_the_contract_names(b: Bac
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
-fn run_roles_file(pg: &PrivatePostgres) {
-    let roles = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/postgres-roles.sql");
-    let out = Command::new("psql")
-        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1"])
-        .args([
-            "-v",
-            "paywatch_password=owner-pw",
-            "-v",
-            "storefront_password=shop-pw",
-        ])
-        .args(["-d", &format!("{}/postgres", pg.admin_url()), "-f", roles])
-        .output()
-        .expect("psql runs (deploy/test.sh installs it)");
-    assert!(
-        out.status.success(),
-        "deploy/postgres-roles.sql failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_storefront_role_reads_every_contract_view_and_nothing_else() {
     let pg = PrivatePostgres::start();
-    run_roles_file(&pg);
+    pg.run_roles_file();
     let db = TestDb::at(&format!(
         "postgres://paywatch:owner-pw@127.0.0.1:{}/paywatch",
         pg.port
     ))
     .await;
-    run_roles_file(&pg);
+    pg.run_roles_file();
     let shop = sqlx::postgres::PgPoolOptions::new()
         .max_connections(1)
         .connect(&format!(

@@ -132,6 +132,31 @@ impl PrivatePostgres {
         format!("postgres://postgres@127.0.0.1:{}", self.port)
     }
 
+    /// Runs `deploy/postgres-roles.sql` as the superuser, as its header says
+    /// to (before `paywatch migrate` and again after it): the `paywatch`
+    /// owner with password `owner-pw`, the `storefront` reader with
+    /// `shop-pw`, and the `paywatch` database.
+    pub fn run_roles_file(&self) {
+        let roles = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/postgres-roles.sql");
+        let out = Command::new("psql")
+            .args(["-X", "-q", "-v", "ON_ERROR_STOP=1"])
+            .args([
+                "-v",
+                "paywatch_password=owner-pw",
+                "-v",
+                "storefront_password=shop-pw",
+            ])
+            .args(["-d", &format!("{}/postgres", self.admin_url()), "-f", roles])
+            .output()
+            .expect("psql runs (deploy/test.sh installs it)");
+        assert!(
+            out.status.success(),
+            "deploy/postgres-roles.sql failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
     }
