@@ -15,7 +15,7 @@ use paywatch::clock::Clock;
 use paywatch::store::FeedEvent;
 use paywatch_core::{Asset, Network};
 use reqwest::{Method, StatusCode};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 on_both_databases!(
     a_paid_order_reads_as_events_in_commit_order_and_a_reader_resumes_from_its_cursor,
@@ -74,6 +74,31 @@ async fn a_paid_order_reads_as_events_in_commit_order_and_a_reader_resumes_from_
         ]),
         "resuming from the last cursor gives what came after it, once"
     );
+    // The status event is a snapshot a receiver needs nothing else for.
+    let paid = body(&rest[0]);
+    assert_eq!(
+        (
+            &paid["amount_due"],
+            &paid["amount_final"],
+            &paid["amount_outstanding"],
+            &paid["reason_code"],
+            &paid["asset"],
+            &paid["network"],
+        ),
+        (
+            &json!("200000"),
+            &json!("200000"),
+            &json!("0"),
+            &json!("paid"),
+            &json!("BTC"),
+            &json!("bitcoin"),
+        ),
+        "{paid}"
+    );
+    assert!(paid["paid_at_ms"].is_i64(), "{paid}");
+    let confirming = body(&seen[0]);
+    assert_eq!(confirming["amount_pending"], "200000", "{confirming}");
+    assert_eq!(confirming["paid_at_ms"], Value::Null);
     let all: Vec<FeedEvent> = seen.iter().chain(rest.iter()).cloned().collect();
     for pair in all.windows(2) {
         assert!(pair[0].cursor < pair[1].cursor, "cursors increase");

@@ -50,6 +50,21 @@ pub(crate) fn status_changed(w: &VerdictWrite<'_>) -> OutboxEvent {
             "outcome": w.outcome.map(|o| o.as_str()),
             "paid": w.paid_at_ms.is_some() && w.reversed_at_ms.is_none(),
             "reason": w.reason,
+            // The intent's standing at this change, so a receiver needs no
+            // second read: amounts in base units, as strings (JSON numbers
+            // lose precision past 2^53).
+            "reason_code": w.reason_code,
+            "asset": i.method.asset().as_str(),
+            "network": i.method.network().as_str(),
+            "amount_due": i.amount_due.0.to_string(),
+            "amount_final": w.amount_final.0.to_string(),
+            "amount_pending": w.amount_pending.0.to_string(),
+            "amount_excess": w.amount_excess.0.to_string(),
+            "amount_outstanding": i.amount_due.saturating_sub(w.amount_final).0.to_string(),
+            "usd_cents": i.usd_cents,
+            "paid_at_ms": w.paid_at_ms.filter(|_| w.reversed_at_ms.is_none()),
+            "reversed_at_ms": w.reversed_at_ms,
+            "expires_at_ms": i.expires_at_ms,
         }),
     )
 }
