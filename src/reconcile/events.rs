@@ -60,7 +60,7 @@ pub(crate) fn status_changed(w: &VerdictWrite<'_>) -> OutboxEvent {
             "amount_final": w.amount_final.0.to_string(),
             "amount_pending": w.amount_pending.0.to_string(),
             "amount_excess": w.amount_excess.0.to_string(),
-            "amount_outstanding": i.amount_due.saturating_sub(w.amount_final).0.to_string(),
+            "amount_outstanding": w.amount_outstanding().0.to_string(),
             "usd_cents": i.usd_cents,
             "paid_at_ms": w.paid_at_ms.filter(|_| w.reversed_at_ms.is_none()),
             "reversed_at_ms": w.reversed_at_ms,

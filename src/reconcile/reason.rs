@@ -309,3 +309,76 @@ impl Reason {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `CODES` (what the README, the OpenAPI document and the contract test
+    /// read) lists exactly the codes `code` gives, one per variant.
+    #[test]
+    fn every_reason_s_code_is_listed_once_and_nothing_else_is() {
+        let every = [
+            Reason::ResolvedBySupport {
+                action: Action::Accept,
+                counterpart: None,
+                refunded: false,
+            },
+            Reason::PaidByReassign { from: None },
+            Reason::Awaiting { due: 1 },
+            Reason::PartlyReceived {
+                received: 0,
+                due: 1,
+            },
+            Reason::PartlyUnconfirmed {
+                received: 0,
+                due: 1,
+            },
+            Reason::SeenInTime {
+                seen: 1,
+                final_part: 0,
+            },
+            Reason::SeenInTimePastDeadline {
+                seen: 1,
+                final_part: 0,
+            },
+            Reason::FinalAfterDeadline { tardy: 1, due: 1 },
+            Reason::Paid { received: 1 },
+            Reason::Overpaid { excess: 1 },
+            Reason::Underpaid {
+                timely: 0,
+                late: 0,
+                due: 1,
+            },
+            Reason::PaidLate { late: 1, due: 1 },
+            Reason::ExpiredWithPending { pending: 1 },
+            Reason::ExpiredUnpaid,
+            Reason::WrongAsset {
+                transfers: Vec::new(),
+            },
+            Reason::WrongNetwork {
+                transfers: Vec::new(),
+            },
+            Reason::AfterSettlement { extra: 1 },
+            Reason::AfterDecision {
+                extra: 1,
+                foreign: Vec::new(),
+            },
+            Reason::ReversedByReorg {
+                final_now: 0,
+                due: 1,
+            },
+            Reason::SupportBasisVanished,
+            Reason::StillReversed {
+                final_now: 0,
+                due: 1,
+            },
+            Reason::ReferencePaidElsewhere {
+                by: SettledBy::Balance,
+                money_arrived: false,
+            },
+        ];
+        let codes: Vec<&str> = every.iter().map(Reason::code).collect();
+        assert_eq!(codes, Reason::CODES);
+    }
+}

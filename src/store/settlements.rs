@@ -2,7 +2,7 @@
 //! reconciler's writer calls them (`reconcile::writer`), inside the
 //! transaction that also writes the status they go with.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 use serde::Serialize;
 use sqlx::Row;
@@ -298,19 +298,14 @@ impl Store {
         if self.dialect() != Dialect::Postgres {
             return Ok(());
         }
-        let mut newest: Vec<(Option<&str>, Option<&str>, i64)> = Vec::new();
+        let mut newest: BTreeMap<(Option<&str>, Option<&str>), i64> = BTreeMap::new();
         for r in rows {
-            match newest
-                .iter_mut()
-                .find(|(k, rf, _)| *k == r.kind && *rf == r.reference)
-            {
-                Some(n) => n.2 = n.2.max(r.seq),
-                None => newest.push((r.kind, r.reference, r.seq)),
-            }
+            let cursor = newest.entry((r.kind, r.reference)).or_insert(r.seq);
+            *cursor = (*cursor).max(r.seq);
         }
         let hints: Vec<String> = newest
             .into_iter()
-            .map(|(kind, reference, cursor)| {
+            .map(|((kind, reference), cursor)| {
                 serde_json::json!({"cursor": cursor, "kind": kind, "reference": reference})
                     .to_string()
             })

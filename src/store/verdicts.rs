@@ -27,6 +27,11 @@ pub(crate) struct VerdictWrite<'a> {
 }
 
 impl VerdictWrite<'_> {
+    /// Final money still missing, never below zero.
+    pub(crate) fn amount_outstanding(&self) -> Amount {
+        self.intent.amount_due.saturating_sub(self.amount_final)
+    }
+
     /// Anything stored about the intent differs from this verdict.
     fn differs(&self) -> bool {
         let i = self.intent;
@@ -95,11 +100,7 @@ impl Store {
                 reason: &w.reason,
                 reason_code: w.reason_code,
                 amount_final: w.amount_final.to_string(),
-                amount_short: w
-                    .intent
-                    .amount_due
-                    .saturating_sub(w.amount_final)
-                    .to_string(),
+                amount_short: w.amount_outstanding().to_string(),
                 amount_pending: w.amount_pending.to_string(),
                 amount_excess: w.amount_excess.to_string(),
                 paid_at: w.paid_at_ms,
