@@ -173,6 +173,7 @@ fn matcher_throughput() {
             id: i as i64,
             method,
             amount_due: Amount(1_000_000_000_000_000_000),
+            usd_cents: 200_000,
             expires_at_ms: T0 + 1_800_000,
             confirm_by_ms: T0 + 5_400_000,
             status: Status::AwaitingPayment,

@@ -169,16 +169,18 @@ async fn two_transactions_summing_to_the_amount_pay_the_order(via: Via) {
     assert_eq!(paid.exception, None);
 }
 
-async fn overpaid_stays_paid_and_a_second_payment_needs_review(via: Via) {
+async fn overpaid_is_paid_for_its_price_and_its_excess_and_a_second_payment_need_review(via: Via) {
     let w = world(via, NodeOptions::default(), Options::default()).await;
     let intent = w.daemon.create("topup", "topup-1", "100").await;
     w.pay(&intent.address, "1.5").await;
     w.mine(6).await;
     let paid = w
         .daemon
-        .wait_for(intent.id, "paid, overpaid", |i| i.status == Status::Paid)
+        .wait_for(intent.id, "paid for its price, its excess to review", |i| {
+            i.exception == Some(Exception::Overpaid) && i.paid_at_ms.is_some()
+        })
         .await;
-    assert_eq!(paid.exception, Some(Exception::Overpaid));
+    assert_eq!(paid.status, Status::NeedsReview);
     assert_eq!(paid.amount_excess, Amount(ONE_LTC / 2));
 
     w.pay(&intent.address, "1").await;
@@ -186,7 +188,7 @@ async fn overpaid_stays_paid_and_a_second_payment_needs_review(via: Via) {
     let dup = w
         .daemon
         .wait_for(intent.id, "needs review for a second payment", |i| {
-            i.status == Status::NeedsReview
+            i.exception == Some(Exception::Duplicate)
         })
         .await;
     assert_eq!(
@@ -347,7 +349,7 @@ macro_rules! on_both_backends {
 on_both_backends!(
     exact_payment => exact_payment_confirms_from_the_mempool_then_pays_at_six_confirmations,
     two_transactions => two_transactions_summing_to_the_amount_pay_the_order,
-    overpaid_then_second_payment => overpaid_stays_paid_and_a_second_payment_needs_review,
+    overpaid_then_second_payment => overpaid_is_paid_for_its_price_and_its_excess_and_a_second_payment_need_review,
     underpaid_and_late => underpaid_and_late_payments_need_review,
     reorg_before_finality => reorg_before_finality_returns_the_intent,
 );

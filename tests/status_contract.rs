@@ -33,7 +33,7 @@ on_both_databases!(
     // 2. underpayment
     an_underpayment_at_expiry_needs_review_as_underpaid_and_late_money_does_not_settle_it,
     // 3. overpayment
-    an_overpayment_is_paid_with_the_excess_recorded_and_credits_only_the_price,
+    an_overpayment_is_paid_for_its_price_and_its_excess_goes_to_review,
     // 4. late payment
     a_payment_after_expiry_with_nothing_before_is_expired_then_needs_review_as_paid_late,
     a_block_followed_by_one_stamped_at_the_expiry_is_in_time_and_one_second_later_is_late,
@@ -454,7 +454,7 @@ async fn an_underpayment_at_expiry_needs_review_as_underpaid_and_late_money_does
 // ---------------------------------------------------------------------------
 // 3. overpayment
 
-async fn an_overpayment_is_paid_with_the_excess_recorded_and_credits_only_the_price(b: Backend) {
+async fn an_overpayment_is_paid_for_its_price_and_its_excess_goes_to_review(b: Backend) {
     let mut h = Harness::new(b, Network::Ethereum, 2).await;
     h.import_pool(1).await;
     let intent = h.create("topup", "topup-over", "USDT", "100").await;
@@ -463,7 +463,7 @@ async fn an_overpayment_is_paid_with_the_excess_recorded_and_credits_only_the_pr
     h.sync().await;
 
     let i = h.intent(intent.id).await;
-    assert_state(&i, Status::Paid, Some(Exception::Overpaid));
+    assert_state(&i, Status::NeedsReview, Some(Exception::Overpaid));
     assert_eq!(i.amount_final, Amount(100_500_000));
     assert_eq!(i.amount_excess, Amount(500_000));
     assert_eq!(reason(&i), "paid 0.5 USDT more than due");
@@ -477,7 +477,7 @@ async fn an_overpayment_is_paid_with_the_excess_recorded_and_credits_only_the_pr
     assert_eq!(ledger_entries(&h).await, 1);
 
     let view = h.intent_view(intent.id).await;
-    assert_eq!(view.get("status"), Some("paid"));
+    assert_eq!(view.get("status"), Some("needs_review"));
     assert_eq!(view.get("exception"), Some("overpaid"));
     assert_eq!(view.get("amount_excess"), Some("500000"));
     assert_eq!(view.get("amount_received_final"), Some("100500000"));
@@ -488,7 +488,7 @@ async fn an_overpayment_is_paid_with_the_excess_recorded_and_credits_only_the_pr
     assert_eq!(balance.int("available_usd_cents"), 10_000);
     assert_eq!(balance.int("entries"), 1);
     let payload = last_outbox_payload(&h, intent.id).await;
-    assert_eq!(payload["status"], "paid");
+    assert_eq!(payload["status"], "needs_review");
     assert_eq!(payload["exception"], "overpaid");
     assert_eq!(payload["paid"], true);
 

@@ -285,7 +285,11 @@ fn actions(h: &mut Html, id: i64, refused: Option<&ActionForm>) {
         Option<(&'static str, &'static str)>,
     );
     const ACTIONS: [Spec; 5] = [
-        ("accept", "Accept (settle as paid, once)", None),
+        (
+            "accept",
+            "Accept (settle as paid, once; on an overpaid case, credit the excess to the balance)",
+            None,
+        ),
         (
             "refund_required",
             "Refund required",

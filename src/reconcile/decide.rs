@@ -12,7 +12,8 @@
 //! | settled, new final money since (or since support last closed it) | `needs_review/duplicate` (or wrong asset/network) |
 //! | settled, closed by support                    | `resolved` with support's outcome                    |
 //! | settled by support                            | `resolved/paid_by_support`                           |
-//! | settled                                       | `paid` (`overpaid`; wrong asset beside it: `needs_review`) |
+//! | settled, more than due beyond the tolerance (and worth a cent) | `needs_review/overpaid`, paid for its price |
+//! | settled                                       | `paid` (`overpaid` within the tolerance or under a cent; wrong asset beside it: `needs_review`) |
 //! | accepted by support, or a reassign's target, its reference free | settled by support: `resolved/paid_by_support` |
 //! | closed by support, new final money since      | `needs_review`, never settled by itself              |
 //! | closed by support                             | `resolved` with support's outcome                    |
@@ -434,12 +435,30 @@ fn paid(f: &IntentFacts<'_>, t: &Tally, money: MoneyMove) -> Ruling {
     let received = t.final_total();
     let excess = received.saturating_sub(f.amount_due.0);
     if excess > 0 {
-        Ruling::new(Status::Paid, Reason::Overpaid { excess })
+        // The order is paid for its price either way; an excess beyond what
+        // the tolerance forgives a short payer is the payer's money, and
+        // support decides whether it is refunded or credited. Dust worth
+        // less than a cent could be neither: it is only recorded.
+        let status = if excess > f.tolerance.allowance(f.amount_due) && worth_a_cent(f, excess) {
+            Status::NeedsReview
+        } else {
+            Status::Paid
+        };
+        Ruling::new(status, Reason::Overpaid { excess })
             .exception(Exception::Overpaid)
             .money(money)
     } else {
         Ruling::new(Status::Paid, Reason::Paid { received }).money(money)
     }
+}
+
+/// Whether `excess` is worth at least a cent at the rate the intent locked
+/// (its price over its amount due).
+fn worth_a_cent(f: &IntentFacts<'_>, excess: u128) -> bool {
+    let cents = u128::try_from(f.usd_cents).unwrap_or(0);
+    excess
+        .checked_mul(cents)
+        .is_none_or(|value| value >= f.amount_due.0)
 }
 
 fn resolved(f: &IntentFacts<'_>, c: &Closing) -> Ruling {
@@ -569,6 +588,7 @@ mod tests {
             id: 1,
             method: Method::new(Asset::Ltc, Network::Litecoin).unwrap(),
             amount_due: Amount(DUE),
+            usd_cents: 10_000,
             expires_at_ms: EXPIRY,
             confirm_by_ms: EXPIRY + 1_000,
             status: Status::AwaitingPayment,
@@ -603,6 +623,97 @@ mod tests {
             (v.status, v.money),
             (Status::Paid, MoneyMove::Settle(Via::Chain))
         );
+    }
+
+    fn chain_settlement(through: i64) -> SettlementFacts<'static> {
+        SettlementFacts {
+            via: Via::Chain,
+            settled_at_ms: EXPIRY - 5,
+            through: Some(through),
+            reversed_at_ms: None,
+            basis: &[],
+            basis_payments: 0,
+        }
+    }
+
+    #[test]
+    fn an_overpaid_order_is_paid_for_its_price_and_its_excess_goes_to_review() {
+        let t = [row(1, DUE + 1, 10, EXPIRY - 10)];
+        let v = decide(&facts(&t, 10, EXPIRY - 5));
+        assert_eq!(
+            (v.status, v.exception, v.money),
+            (
+                Status::NeedsReview,
+                Some(Exception::Overpaid),
+                MoneyMove::Settle(Via::Chain)
+            )
+        );
+        assert_eq!(v.amount_excess, Amount(1));
+
+        // Settled, looked at again: still a case, and nothing moves twice.
+        let mut f = facts(&t, 11, EXPIRY + 5);
+        f.settlement = Some(chain_settlement(1));
+        let v = decide(&f);
+        assert_eq!(
+            (v.status, v.exception, v.money),
+            (
+                Status::NeedsReview,
+                Some(Exception::Overpaid),
+                MoneyMove::None
+            )
+        );
+
+        // Support's decision on the excess closes the case; the settlement stays.
+        for (action, outcome) in [
+            (Action::Accept, Outcome::PaidBySupport),
+            (Action::RefundRequired, Outcome::RefundRequired),
+            (Action::Dismiss, Outcome::Dismissed),
+        ] {
+            f.closing = Some(Closing {
+                action,
+                ..accept(1)
+            });
+            let v = decide(&f);
+            assert_eq!(
+                (v.status, v.outcome, v.money),
+                (Status::Resolved, Some(outcome), MoneyMove::None),
+                "{action}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_excess_the_tolerance_forgives_a_short_payer_stays_paid_with_the_excess_recorded() {
+        let t = [row(1, DUE + 5, 10, EXPIRY - 10)];
+        let mut f = facts(&t, 10, EXPIRY - 5);
+        f.tolerance = Tolerance {
+            basis_points: 500,
+            max: None,
+        };
+        let v = decide(&f);
+        assert_eq!(
+            (v.status, v.exception, v.amount_excess),
+            (Status::Paid, Some(Exception::Overpaid), Amount(5))
+        );
+        let t = [row(1, DUE + 6, 10, EXPIRY - 10)];
+        f.transfers = &t;
+        assert_eq!(decide(&f).status, Status::NeedsReview);
+    }
+
+    #[test]
+    fn an_excess_worth_less_than_a_cent_is_recorded_and_stays_paid() {
+        // 100,000 base units for 100 USD: a cent is 10 of them.
+        let t = [row(1, DUE * 1_000 + 9, 10, EXPIRY - 10)];
+        let mut f = facts(&t, 10, EXPIRY - 5);
+        f.amount_due = Amount(DUE * 1_000);
+        let v = decide(&f);
+        assert_eq!(
+            (v.status, v.exception, v.amount_excess),
+            (Status::Paid, Some(Exception::Overpaid), Amount(9))
+        );
+        let t = [row(1, DUE * 1_000 + 10, 10, EXPIRY - 10)];
+        f.transfers = &t;
+        assert_eq!(decide(&f).status, Status::NeedsReview);
     }
 
     #[test]

@@ -157,6 +157,8 @@ pub struct IntentFacts<'a> {
     pub id: i64,
     pub method: Method,
     pub amount_due: Amount,
+    /// The price: what an excess is worth, so dust is not put before a person.
+    pub usd_cents: i64,
     pub expires_at_ms: i64,
     /// Money seen in time must be final by then to settle by itself.
     pub confirm_by_ms: i64,

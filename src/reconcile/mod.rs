@@ -6,6 +6,7 @@
 mod balance;
 mod decide;
 mod events;
+mod excess;
 mod facts;
 mod matcher;
 mod reason;

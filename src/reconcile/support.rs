@@ -9,20 +9,23 @@
 //!
 //! | action            | needs                                                          |
 //! |-------------------|----------------------------------------------------------------|
-//! | `accept`          | the intent unsettled, its reference too; final money at its address, none pending |
+//! | `accept`          | the intent unsettled, its reference too; final money at its address, none pending. On an overpaid case (settled, excess beyond the tolerance): credits the excess's worth at the locked rate to the account |
 //! | `reassign`        | the source unsettled, its final money not yet claimed, none pending; the target and its reference unsettled |
-//! | `refund_required` | a destination; final money to refund, none pending; no refund yet |
+//! | `refund_required` | a destination; final money to refund (or an overpaid case's excess), none pending; no refund yet |
 //! | `refund_sent`     | a refund required and not yet sent                             |
 //! | `dismiss`         | the intent not plainly paid; no money pending                  |
 //!
 //! A payment is claimed by at most one `accept`, `reassign` or
-//! `refund_required` (a unique index): it settles or is refunded once.
+//! `refund_required` (a unique index): it settles or is refunded once. A
+//! decision on an overpayment's excess claims nothing (the payment settled
+//! the intent) and carries the excess as its amount; the case is open once,
+//! and its credit's ledger key is the intent's, so it is decided once.
 
 use paywatch_core::Network;
 
 use super::events;
 use super::facts::Action;
-use super::{Outcome, Reconciler, Status};
+use super::{Exception, Outcome, Reconciler, Status};
 use crate::store::{
     DecisionPayment, Facts, IntentRecord, NewAudit, NewDecision, PaymentKey, StoreError,
     TransferRecord,
@@ -211,13 +214,23 @@ impl Reconciler {
         // The decision is now a fact like any other: read everything again
         // and let the writer decide, as the next reconcile will.
         let facts = store.load_facts(&mut tx, intents).await?;
-        let recorded = events::decision(
+        let mut news = vec![events::decision(
             decision_id,
             &intent,
             a.action.as_str(),
             a.to_intent.filter(|_| a.action == Action::Reassign),
-        );
-        self.write(&mut tx, &facts, now, vec![recorded]).await?;
+        )];
+        if let Some(cents) = plan.excess_cents {
+            let posting = super::excess::posting(&intent, cents, 1);
+            store
+                .post_ledger(&mut tx, std::slice::from_ref(&posting), now)
+                .await?;
+            news.push(events::ledger(
+                &posting,
+                Some((intent.kind.as_str(), &intent.reference)),
+            ));
+        }
+        self.write(&mut tx, &facts, now, news).await?;
         tx.commit().await?;
         Ok(ActionOutcome::Done { audit_id })
     }
@@ -248,6 +261,18 @@ impl Reconciler {
             .as_ref()
             .filter(|v| v.status == Status::Resolved)
             .and_then(|v| v.outcome);
+        // An overpayment's excess was part of the payment that settled the
+        // intent: a decision on it claims no payment (that one is used) and
+        // stands on the excess alone. The case is open once, so this is
+        // decided once.
+        let excess = verdict
+            .as_ref()
+            .filter(|v| {
+                own_settlement.is_some()
+                    && v.status == Status::NeedsReview
+                    && v.exception == Some(Exception::Overpaid)
+            })
+            .map(|v| v.amount_excess.0);
 
         // The money this decision is about: what arrived since support last
         // closed the case, or since the intent settled.
@@ -294,6 +319,7 @@ impl Reconciler {
             a.action,
             Action::Accept | Action::Reassign | Action::RefundRequired | Action::Dismiss
         );
+        let mut excess_cents = None;
         if closing
             && resolved_as.is_some()
             && !(a.action == Action::Accept && resolved_as == Some(Outcome::Dismissed))
@@ -308,6 +334,27 @@ impl Reconciler {
             ));
         }
         match a.action {
+            Action::Accept if excess.is_some() => {
+                if !pending.is_empty() {
+                    return not_final("accept its excess");
+                }
+                match excess.and_then(|e| super::excess::cents_of(intent, e)) {
+                    Some(cents) if cents > 0 => excess_cents = Some(cents),
+                    Some(_) => {
+                        return conflict(format!(
+                            "intent {}'s excess is worth less than a cent at its rate: refund or \
+                             dismiss it",
+                            intent.id
+                        ))
+                    }
+                    None => {
+                        return conflict(format!(
+                            "intent {}'s excess is too large to credit in USD cents: refund it",
+                            intent.id
+                        ))
+                    }
+                }
+            }
             Action::Accept => {
                 if own_settlement.is_some() || intent.paid_at_ms.is_some() {
                     return conflict(format!("intent {} is already paid", intent.id));
@@ -376,7 +423,7 @@ impl Reconciler {
                 if !pending.is_empty() {
                     return not_final("require its refund");
                 }
-                if payments.is_empty() {
+                if payments.is_empty() && excess.is_none() {
                     return conflict(format!(
                         "nothing final and unclaimed has arrived at intent {}'s address to refund",
                         intent.id
@@ -401,17 +448,20 @@ impl Reconciler {
                 }
             }
         }
-        let amount = payments
-            .iter()
-            .filter(|t| {
-                t.network == intent.method.network()
-                    && t.asset == paywatch_core::AssetId::Known(intent.method.asset())
-            })
-            .map(|t| t.amount.0)
-            .sum();
+        let amount = excess.unwrap_or_else(|| {
+            payments
+                .iter()
+                .filter(|t| {
+                    t.network == intent.method.network()
+                        && t.asset == paywatch_core::AssetId::Known(intent.method.asset())
+                })
+                .map(|t| t.amount.0)
+                .sum()
+        });
         Ok(Ok(Plan {
             through,
             amount,
+            excess_cents,
             payments: payments
                 .iter()
                 .map(|t| DecisionPayment {
@@ -428,6 +478,8 @@ impl Reconciler {
 struct Plan {
     through: Option<i64>,
     amount: u128,
+    /// For an accept of an overpayment's excess: its worth, to credit.
+    excess_cents: Option<i64>,
     payments: Vec<DecisionPayment>,
 }
 

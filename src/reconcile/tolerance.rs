@@ -37,6 +37,13 @@ impl Tolerance {
         };
         due.0.saturating_sub(forgiven).max(1)
     }
+
+    /// What may differ from `due` either way without a person looking: the
+    /// share forgiven a short payer is also the excess an overpayer leaves
+    /// without a review case.
+    pub fn allowance(&self, due: Amount) -> u128 {
+        due.0 - self.least_accepted(due)
+    }
 }
 
 #[cfg(test)]

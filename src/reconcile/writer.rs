@@ -9,6 +9,7 @@ use paywatch_core::{Method, Network};
 
 use super::decide::{decide, MoneyMove, Verdict};
 use super::events::{self, SettlementEvent};
+use super::excess;
 use super::facts::{
     Action, Closing, IntentFacts, Reassigned, SeenTransfer, SettledBy, SettlementFacts, Via,
 };
@@ -161,6 +162,10 @@ pub(crate) async fn write(
                     posting.entry_kind = "reversal";
                     postings.push((posting, i));
                 }
+                // The excess support credited goes with the money it was.
+                if let Some(cents) = own.and_then(|s| excess::credited(i, s, &facts.decisions)) {
+                    postings.push((excess::posting(i, -cents, credits), i));
+                }
             }
             MoneyMove::Recredit => {
                 let credits = own.map_or(1, |s| s.credits) + 1;
@@ -173,6 +178,9 @@ pub(crate) async fn write(
                 ));
                 if i.kind == IntentKind::Topup {
                     postings.push((credit(i, format!("topup:{}:{credits}", i.id)), i));
+                }
+                if let Some(cents) = own.and_then(|s| excess::credited(i, s, &facts.decisions)) {
+                    postings.push((excess::posting(i, cents, credits), i));
                 }
             }
             _ => {}
@@ -388,6 +396,7 @@ impl<'a> Reading<'a> {
             id: i.id,
             method: i.method,
             amount_due: i.amount_due,
+            usd_cents: i.usd_cents,
             expires_at_ms: i.expires_at_ms,
             confirm_by_ms: self.policy.confirm_by(i),
             status: i.status,

@@ -36,6 +36,9 @@ pub(crate) struct DecisionRow {
     pub to_intent: Option<i64>,
     pub at_ms: i64,
     pub through: Option<i64>,
+    /// The intent's own method's money the decision stood on, base units;
+    /// for an accept of an overpayment's excess, the excess.
+    pub amount: u128,
 }
 
 /// The payments one decision claimed, with every row recorded for them.
@@ -386,7 +389,7 @@ impl Store {
     async fn decisions_on(&self, tx: &mut Tx, ids: &[i64]) -> Result<Vec<DecisionRow>, StoreError> {
         let body: Vec<Id> = ids.iter().map(|id| Id { id: *id }).collect();
         let sql = format!(
-            "SELECT id, intent_id, action, to_intent, at, through FROM decisions \
+            "SELECT id, intent_id, action, to_intent, at, through, CAST(amount AS TEXT) AS amount FROM decisions \
              WHERE intent_id IN (SELECT id FROM {rows}) OR to_intent IN (SELECT id FROM {rows}) \
              ORDER BY id",
             rows = self.dialect().rowset("$1", &[("id", Col::Int)])
@@ -398,6 +401,7 @@ impl Store {
         rows.iter()
             .map(|r| {
                 let action: String = r.try_get("action")?;
+                let amount: String = r.try_get("amount")?;
                 Ok(DecisionRow {
                     id: r.try_get("id")?,
                     intent_id: r.try_get("intent_id")?,
@@ -407,6 +411,9 @@ impl Store {
                     to_intent: r.try_get("to_intent")?,
                     at_ms: r.try_get("at")?,
                     through: r.try_get("through")?,
+                    amount: amount.parse().map_err(|e| {
+                        StoreError::Corrupt(format!("decision amount '{amount}': {e}"))
+                    })?,
                 })
             })
             .collect()

@@ -25,7 +25,7 @@ pub struct LedgerCheck {
 
 /// Each rule: its name and a query whose rows (one `detail` text column)
 /// break it.
-const RULES: [(&str, &str); 5] = [
+const RULES: [(&str, &str); 6] = [
     (
         "a top-up credited at most once net, and only while it stands",
         "SELECT 'intent ' || CAST(i.id AS TEXT) || ': credits less reversals come to ' \
@@ -75,13 +75,29 @@ const RULES: [(&str, &str); 5] = [
            WHERE d.entry_key = s.debit_key AND d.entry_kind = 'debit' AND d.account = s.account \
              AND d.usd_cents = -s.usd_cents)",
     ),
+    (
+        "an overpayment's excess credited at most once net, and only while its payment stands",
+        "SELECT 'intent ' || CAST(i.id AS TEXT) || ': excess credits less their taking back come to ' \
+         || CAST(l.net AS TEXT) || ' cents of ' || CAST(l.credit AS TEXT) \
+         || CASE WHEN s.intent_id IS NULL THEN ', unsettled' \
+                 WHEN s.reversed_at IS NOT NULL THEN ', reversed' ELSE ', settled' END AS detail \
+         FROM (SELECT intent_id, SUM(usd_cents) AS net, \
+                      MAX(CASE WHEN usd_cents > 0 THEN usd_cents ELSE 0 END) AS credit \
+               FROM ledger_entries WHERE entry_kind = 'adjustment' AND intent_id IS NOT NULL \
+               GROUP BY intent_id) l \
+         JOIN intents i ON i.id = l.intent_id \
+         LEFT JOIN settlements s ON s.intent_id = i.id \
+         WHERE NOT ((s.intent_id IS NOT NULL AND s.reversed_at IS NULL AND l.net = l.credit) \
+                 OR ((s.intent_id IS NULL OR s.reversed_at IS NOT NULL) AND l.net = 0))",
+    ),
 ];
 
 impl Store {
     /// Checks the ledger against the settlements: no top-up credited twice
     /// net, none credited unsettled or after its reversal, none standing
     /// uncredited, no reversal without its credit, no order paid from the
-    /// balance without its debit; and the sums.
+    /// balance without its debit, no excess credited twice or standing
+    /// without its payment; and the sums.
     pub async fn check_invariants(&self) -> Result<LedgerCheck, StoreError> {
         let mut violations = Vec::new();
         for (rule, sql) in RULES {

@@ -43,7 +43,7 @@ pub(crate) use decisions::{DecisionPayment, NewAudit, NewDecision, PaymentKey};
 pub(crate) use dialect::Col;
 pub use dialect::{redact_url, Dialect};
 pub use error::StoreError;
-pub(crate) use facts::{Facts, SettlementRow};
+pub(crate) use facts::{DecisionRow, Facts, SettlementRow};
 pub use feed::FeedEvent;
 pub use gaps::{ChainGap, GapRefusal};
 pub use intents::{

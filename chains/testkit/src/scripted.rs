@@ -247,6 +247,12 @@ impl ScriptedChain {
         self.lock().mempool.splice(0..0, dropped);
     }
 
+    /// Puts transactions back in the mempool, as their sender does who
+    /// broadcasts again what a reorg dropped: the next block mines them.
+    pub fn rebroadcast(&self, transfers: Vec<Transfer>) {
+        self.lock().mempool.extend(transfers);
+    }
+
     pub fn tip(&self) -> BlockRef {
         self.lock()
             .blocks
