@@ -132,6 +132,10 @@ bash deploy/install-nodes.sh || die "the chain nodes the tests need could not be
 # a live API; a missing one fails that test, so install it first.
 say "Schemathesis: deploy/install-schemathesis.sh"
 bash deploy/install-schemathesis.sh || die "Schemathesis, which the API contract test runs, could not be installed (above)"
+# The storefront example's test (tests/storefront_python.rs) runs
+# examples/storefront-python with psycopg; a missing one fails it.
+say "the storefront example's Python: deploy/install-storefront-python.sh"
+bash deploy/install-storefront-python.sh || die "psycopg, which the storefront example runs with, could not be installed (above)"
 # The operator console's test drives a real headless browser through
 # chromedriver; a missing one fails that test, so install both first.
 if [ ! -x /usr/bin/chromedriver ]; then
