@@ -38,6 +38,8 @@ BTC = "50000"
 [networks.bitcoin]
 enabled = true
 source = "devchain"
+[devchain]
+enabled = true
 TOML
 python3 "$(dirname "$0")/api/pool.py" "$POOL" > "$WORK/pool.txt"
 "$BIN" --config "$WORK/paywatch.toml" addresses import --network bitcoin --file "$WORK/pool.txt" >&2

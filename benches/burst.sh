@@ -261,6 +261,8 @@ BTC = "50000"
 [networks.bitcoin]
 enabled = true
 source = "devchain"
+[devchain]
+enabled = true
 TOML
   local pool=$((BURST + 1000))
   python3 "$REPO/benches/api/pool.py" "$pool" >"$OUT/pool.txt"

@@ -158,6 +158,8 @@ BTC = "50000"
 [networks.bitcoin]
 enabled = true
 source = "devchain"
+[devchain]
+enabled = true
 TOML
   done
   "$BIN" --config "$WORK/api0.toml" addresses import --network bitcoin --file "$WORK/pool.txt" >&2

@@ -235,9 +235,10 @@ SOL = "150"
 interval_ms = 500
 
 [devchain]
-# Bitcoin's in-process chain mines every second, and its simulated customer
-# pays open BTC intents. The regtest wallet customer stays off: this script
-# pays on the real nodes itself.
+# A development setup: Bitcoin runs on an in-process chain that mines every
+# second, and its simulated customer pays open BTC intents. The regtest
+# wallet customer stays off: this script pays on the real nodes itself.
+enabled = true
 block_secs = 1
 autopay = true
 regtest_customer = false

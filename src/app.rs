@@ -144,6 +144,8 @@ pub async fn run_until_with_metrics(
             listen: ctx.settings.metrics.listen.clone(),
             error,
         })?;
+    // Again here: settings built in code never went through load.
+    ctx.settings.check_sources()?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let progress = Arc::new(Notify::new());
     let mut tasks = JoinSet::new();

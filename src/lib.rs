@@ -8,6 +8,7 @@ pub mod app;
 pub mod chains;
 pub mod clock;
 mod config_keys;
+pub mod config_report;
 mod console;
 mod devnet;
 mod feed_retention;

@@ -57,6 +57,9 @@ enum Command {
     /// or unsettled, none settled uncredited, no reversal without its
     /// credit, and the ledger's sum. Exits non-zero naming each violation.
     Check,
+    /// The configuration itself.
+    #[command(subcommand)]
+    Config(ConfigCommand),
     /// Print the SHA-256 (hex) of a bearer token read from stdin, for
     /// api.tokens.<role>: the configuration holds hashes, never tokens. A
     /// token shorter than 32 characters is refused: use new-token.
@@ -81,6 +84,14 @@ enum Command {
         #[arg(long = "watch", required = true)]
         watch: Vec<String>,
     },
+}
+
+#[derive(Subcommand, Debug)]
+enum ConfigCommand {
+    /// Print the effective configuration (defaults, the file, PAYWATCH__…
+    /// variables), secrets redacted, and every problem in it; non-zero on
+    /// any. Needs no database.
+    Check,
 }
 
 #[derive(Subcommand, Debug)]
@@ -417,11 +428,32 @@ async fn run() -> anyhow::Result<()> {
         // Needs no database and no settings: it reads files only.
         return extract(network, files, watch);
     }
+    if let Command::Config(ConfigCommand::Check) = &cli.command {
+        // Needs no database: it reads the configuration only.
+        let report = Settings::check(cli.config.as_deref());
+        if let Some(effective) = &report.effective {
+            println!("{effective}");
+        }
+        if report.problems.is_empty() {
+            println!("# no problems found");
+            return Ok(());
+        }
+        for problem in &report.problems {
+            eprintln!("problem: {problem}");
+        }
+        bail!(
+            "{} problem(s) in the configuration; nothing was run",
+            report.problems.len()
+        );
+    }
     let settings = Settings::load(cli.config.as_deref())?;
     let ctx = Context::build(settings).await?;
     match cli.command {
         Command::Run => app::run(ctx).await?,
-        Command::Extract { .. } | Command::HashToken | Command::NewToken { .. } => {} // answered above, without a database
+        Command::Extract { .. }
+        | Command::HashToken
+        | Command::NewToken { .. }
+        | Command::Config(_) => {} // answered above, without a database
         Command::Migrate => println!("migrations applied ({})", ctx.store.dialect().as_str()),
         Command::Intent(c) => intent(&ctx, c).await?,
         Command::Balance(c) => balance(&ctx, c).await?,

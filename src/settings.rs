@@ -360,6 +360,9 @@ impl Default for ElectrumSettings {
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct DevchainSettings {
+    /// The configuration says it is a development setup: only then may a
+    /// network run on a simulated chain, or a simulated customer pay.
+    pub enabled: bool,
     pub block_secs: u64,
     pub autopay: bool,
     /// Dev only, with `autopay`: the wallet of a local regtest node
@@ -527,6 +530,18 @@ pub struct Settings {
 impl Settings {
     /// Defaults, then `file` if given, then the environment.
     pub fn load(file: Option<&str>) -> Result<Settings, SettingsError> {
+        let config = Settings::merged(file)?;
+        let mut unknown = Vec::new();
+        let settings: Settings =
+            serde_ignored::deserialize(config.clone(), |path| unknown.push(path.to_string()))?;
+        if let Some(why) = crate::config_keys::describe_unknown(&config, file, &unknown) {
+            return Err(SettingsError::Invalid(why));
+        }
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    fn merged(file: Option<&str>) -> Result<config::Config, SettingsError> {
         let mut builder = config::Config::builder().add_source(config::File::from_str(
             DEFAULT_TOML,
             config::FileFormat::Toml,
@@ -539,61 +554,150 @@ impl Settings {
                 .prefix_separator("__")
                 .separator("__"),
         );
-        let config = builder.build()?;
+        Ok(builder.build()?)
+    }
+
+    /// What `load` would run with, secrets redacted, and every mistake it
+    /// would refuse (not only the first): `paywatch config check`.
+    pub fn check(file: Option<&str>) -> crate::config_report::ConfigReport {
+        let config = match Settings::merged(file) {
+            Ok(c) => c,
+            Err(e) => {
+                return crate::config_report::ConfigReport {
+                    effective: None,
+                    problems: vec![e.to_string()],
+                }
+            }
+        };
+        let mut problems = Vec::new();
         let mut unknown = Vec::new();
-        let settings: Settings =
-            serde_ignored::deserialize(config.clone(), |path| unknown.push(path.to_string()))?;
-        if let Some(why) = crate::config_keys::describe_unknown(&config, file, &unknown) {
-            return Err(SettingsError::Invalid(why));
+        match serde_ignored::deserialize::<_, _, Settings>(config.clone(), |path| {
+            unknown.push(path.to_string())
+        }) {
+            Ok(settings) => {
+                problems.extend(crate::config_keys::describe_unknown(
+                    &config, file, &unknown,
+                ));
+                problems.extend(settings.problems());
+            }
+            Err(e) => problems.push(SettingsError::from(e).to_string()),
         }
-        settings.validate()?;
-        Ok(settings)
+        crate::config_report::ConfigReport {
+            effective: crate::config_report::effective(&config),
+            problems,
+        }
     }
 
     fn validate(&self) -> Result<(), SettingsError> {
+        match self.problems().into_iter().next() {
+            Some(first) => Err(SettingsError::Invalid(first)),
+            None => Ok(()),
+        }
+    }
+
+    /// Every mistake in these settings, each naming its key: `load` refuses
+    /// on the first, `paywatch config check` lists them all.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut keep = |r: Result<(), SettingsError>| {
+            if let Err(e) = r {
+                out.push(match e {
+                    SettingsError::Invalid(why) => why,
+                    other => other.to_string(),
+                });
+            }
+        };
         for name in self.networks.keys() {
-            name.parse::<Network>()
-                .map_err(|e| SettingsError::Invalid(format!("networks.{name}: {e}")))?;
+            keep(
+                name.parse::<Network>()
+                    .map(|_| ())
+                    .map_err(|e| SettingsError::Invalid(format!("networks.{name}: {e}"))),
+            );
         }
         for (name, n) in &self.networks {
             if n.events_per_transaction == 0 || n.blocks_per_poll == 0 || n.confirmations == 0 {
-                return Err(SettingsError::Invalid(format!(
+                keep(Err(SettingsError::Invalid(format!(
                     "networks.{name}: confirmations, events_per_transaction and blocks_per_poll must be at least 1"
-                )));
+                ))));
             }
         }
+        for why in self.source_problems() {
+            keep(Err(SettingsError::Invalid(why)));
+        }
         if self.intents.max_open_per_reference == 0 {
-            return Err(SettingsError::Invalid(
+            keep(Err(SettingsError::Invalid(
                 "intents.max_open_per_reference must be at least 1".into(),
-            ));
+            )));
         }
         if self.intents.expiry_secs <= 0 {
-            return Err(SettingsError::Invalid(
+            keep(Err(SettingsError::Invalid(
                 "intents.expiry_secs must be above 0".into(),
-            ));
+            )));
         }
-        crate::api::TokenTable::from_settings(&self.api)
-            .map_err(|e| SettingsError::Invalid(e.to_string()))?;
-        self.webhooks.validate()?;
-        self.leases.validate()?;
-        self.intent_policy()?;
-        self.tolerances()?;
-        self.fixed_rates()?;
+        keep(
+            crate::api::TokenTable::from_settings(&self.api)
+                .map(|_| ())
+                .map_err(|e| SettingsError::Invalid(e.to_string())),
+        );
+        keep(self.webhooks.validate());
+        keep(self.leases.validate());
+        keep(self.intent_policy().map(|_| ()));
+        keep(self.tolerances().map(|_| ()));
+        keep(self.fixed_rates().map(|_| ()));
         match self.rates.source.as_str() {
             "fixed" => {}
             "http" if !self.rates.http.url.is_empty() => {}
-            "http" => {
-                return Err(SettingsError::Invalid(
-                    "rates.http.url is required when rates.source = \"http\"".into(),
-                ))
+            "http" => keep(Err(SettingsError::Invalid(
+                "rates.http.url is required when rates.source = \"http\"".into(),
+            ))),
+            other => keep(Err(SettingsError::Invalid(format!(
+                "rates.source: '{other}' is not fixed or http"
+            )))),
+        }
+        out
+    }
+
+    /// Every enabled network names its chain backend, and a simulated one
+    /// (or a simulated customer) only in a development setup: a production
+    /// watcher on a simulated chain would never see a real payment, and say
+    /// nothing.
+    pub fn check_sources(&self) -> Result<(), SettingsError> {
+        match self.source_problems().into_iter().next() {
+            Some(first) => Err(SettingsError::Invalid(first)),
+            None => Ok(()),
+        }
+    }
+
+    fn source_problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (name, n) in self.networks.iter().filter(|(_, n)| n.enabled) {
+            if n.source.trim().is_empty() {
+                out.push(format!(
+                    "networks.{name}.source is not set: an enabled network names the backend \
+                     it is watched through (node{}), or \"devchain\" in a development setup",
+                    if matches!(name.as_str(), "bitcoin" | "litecoin") {
+                        " or electrum"
+                    } else {
+                        ""
+                    }
+                ));
             }
-            other => {
-                return Err(SettingsError::Invalid(format!(
-                    "rates.source: '{other}' is not fixed or http"
-                )))
+            if n.source == "devchain" && !self.devchain.enabled {
+                out.push(format!(
+                    "networks.{name}.source = \"devchain\" is a simulated chain that never sees \
+                     a real payment: it runs only in a development setup ([devchain] enabled = \
+                     true); to watch {name}, name its node"
+                ));
             }
         }
-        Ok(())
+        if self.devchain.autopay && !self.devchain.enabled {
+            out.push(
+                "devchain.autopay pays intents with simulated money: it runs only in a \
+                 development setup ([devchain] enabled = true)"
+                    .into(),
+            );
+        }
+        out
     }
 
     pub fn network(&self, network: Network) -> Option<&NetworkSettings> {

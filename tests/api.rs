@@ -64,6 +64,7 @@ impl Api {
         let n = s.networks.get_mut("bitcoin").expect("bitcoin settings");
         n.enabled = true;
         n.source = "devchain".into();
+        s.devchain.enabled = true;
         let ctx = Context::build(s).await.expect("context builds");
         let text = pool(40).join("\n");
         let parsed = parse_pool("pool.txt", &text, Network::Bitcoin).expect("pool parses");

@@ -221,14 +221,21 @@ TRX = "0.25"
 SOL = "200"
 # no BTC rate: creating a BTC intent must fail with rate_unavailable
 
+[devchain]
+enabled = true
+
 [networks.bitcoin]
 enabled = true
+source = "devchain"
 [networks.ethereum]
 enabled = true
+source = "devchain"
 [networks.tron]
 enabled = true
+source = "devchain"
 [networks.solana]
 enabled = true
+source = "devchain"
 "#
         ),
     );
@@ -586,7 +593,8 @@ fn money_time_is_the_databases_clock_on_postgres() {
     let config = write(
         &dir.path().join("paywatch.toml"),
         &format!(
-            "[database]\nurl = \"{url}\"\n[rates.fixed]\nETH = \"2500\"\n[networks.ethereum]\nenabled = true\n"
+            "[database]\nurl = \"{url}\"\n[rates.fixed]\nETH = \"2500\"\n[devchain]\nenabled = true\n\
+             [networks.ethereum]\nenabled = true\nsource = \"devchain\"\n"
         ),
     );
     run(&config, &["migrate"]).ok();
@@ -827,6 +835,7 @@ confirmations = 2
 poll_interval_ms = 200
 
 [devchain]
+enabled = true
 block_secs = 1
 autopay = true
 {extra}"#,
@@ -1040,6 +1049,9 @@ url = "{}"
 
 [rates.fixed]
 BTC = "50000"
+
+[devchain]
+enabled = true
 
 [networks.bitcoin]
 enabled = true
@@ -1512,4 +1524,137 @@ fn a_misspelt_key_is_refused_naming_it_its_file_and_the_key_meant() {
             && said.contains("`api.listen`"),
         "{said}"
     );
+}
+
+/// Issue 19: a network enabled without a `source` used to run the
+/// in-process dev chain silently, so a production watcher could watch a
+/// simulated chain and never see a real payment.
+#[test]
+fn a_network_enabled_without_a_source_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        &dir.path().join("paywatch.toml"),
+        &format!(
+            "[database]\nurl = \"{}\"\n\n[networks.litecoin]\nenabled = true\nchain = \"main\"\n",
+            sqlite_url(&dir.path().join("paywatch.db"))
+        ),
+    );
+    let said = run(&config, &["migrate"]).fails();
+    assert!(
+        said.contains("networks.litecoin.source is not set") && said.contains("electrum"),
+        "{said}"
+    );
+    assert!(
+        !dir.path().join("paywatch.db").exists(),
+        "nothing ran on a configuration with a mistake in it"
+    );
+}
+
+/// Issue 19: the simulated chain (and its simulated customer) run only in a
+/// configuration that says it is a development setup.
+#[test]
+fn a_dev_chain_outside_a_development_setup_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sqlite_url(&dir.path().join("paywatch.db"));
+    for (snippet, named) in [
+        (
+            "[networks.bitcoin]\nenabled = true\nsource = \"devchain\"\n",
+            "networks.bitcoin.source = \"devchain\" is a simulated chain",
+        ),
+        ("[devchain]\nautopay = true\n", "devchain.autopay"),
+    ] {
+        let config = write(
+            &dir.path().join("paywatch.toml"),
+            &format!("[database]\nurl = \"{db}\"\n\n{snippet}"),
+        );
+        let said = run(&config, &["migrate"]).fails();
+        assert!(
+            said.contains(named) && said.contains("[devchain] enabled = true"),
+            "{snippet}: {said}"
+        );
+    }
+    assert!(!dir.path().join("paywatch.db").exists());
+    // Said to be a development setup, the same chain runs.
+    let config = write(
+        &dir.path().join("paywatch.toml"),
+        &format!(
+            "[database]\nurl = \"{db}\"\n\n[devchain]\nenabled = true\n\n\
+             [networks.bitcoin]\nenabled = true\nsource = \"devchain\"\n"
+        ),
+    );
+    run(&config, &["migrate"]).ok();
+}
+
+/// Issue 19: `paywatch config check` shows the configuration paywatch would
+/// run with, secrets redacted, and every problem in it at once.
+#[test]
+fn config_check_lists_every_problem_and_shows_no_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        &dir.path().join("paywatch.toml"),
+        &format!(
+            r#"
+[database]
+url = "postgres://paywatch:{PLANTED}@127.0.0.1:5432/paywatch"
+
+[intents]
+expiry_secs = 0
+
+[webhooks]
+url = "https://shop.example/hooks?key={PLANTED}"
+secret = "{PLANTED}"
+
+[networks.litecoin]
+enabled = true
+chain = "main"
+[networks.litecoin.rpc]
+password = "{PLANTED}"
+
+[networks.tron]
+enabled = true
+source = "node"
+[networks.tron.rpc.metadata]
+TRON-PRO-API-KEY = "{PLANTED}"
+
+[networks.bitcoin]
+sourc = "node"
+"#
+        ),
+    );
+    let ran = run(&config, &["config", "check"]);
+    let (stdout, stderr) = (ran.stdout.clone(), ran.stderr.clone());
+    let said = ran.fails();
+    for problem in [
+        "networks.litecoin.source is not set",
+        "intents.expiry_secs must be above 0",
+        "`networks.bitcoin.sourc`",
+    ] {
+        assert!(said.contains(problem), "{problem} not named:\n{said}");
+    }
+    for line in [
+        "networks.litecoin.enabled = true",
+        "database.url = \"postgres://127.0.0.1:5432/…\"",
+        "webhooks.secret = \"<redacted>\"",
+        "intents.expiry_secs = 0",
+    ] {
+        assert!(stdout.contains(line), "{line} not shown:\n{stdout}");
+    }
+    assert!(
+        !stdout.contains(PLANTED) && !stderr.contains(PLANTED),
+        "a secret was shown:\n{stdout}\n{stderr}"
+    );
+    assert!(
+        !dir.path().join("paywatch.db").exists(),
+        "it reads the configuration only"
+    );
+
+    let clean = write(
+        &dir.path().join("clean.toml"),
+        &format!(
+            "[database]\nurl = \"{}\"\n",
+            sqlite_url(&dir.path().join("paywatch.db"))
+        ),
+    );
+    let shown = run(&clean, &["config", "check"]).ok();
+    assert!(shown.contains("# no problems found"), "{shown}");
 }

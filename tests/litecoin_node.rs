@@ -577,6 +577,7 @@ async fn the_devnet_customer_pays_open_intents_on_a_regtest_node() {
     let node = LitecoinNode::start(NodeOptions::default()).await.unwrap();
     let db = TestDb::new(Backend::Sqlite).await;
     let mut settings = settings_for(&db.url, &node, None, &Options::default());
+    settings.devchain.enabled = true;
     settings.devchain.autopay = true;
     settings.devchain.block_secs = 1;
     let daemon = Daemon::start(db, settings).await;

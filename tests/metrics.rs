@@ -41,6 +41,7 @@ async fn context(db: &TestDb, listen: &str) -> Context {
     s.metrics.listen = listen.to_owned();
     s.rates.fixed.insert("BTC".into(), "50000".into());
     s.devchain.block_secs = 1;
+    s.devchain.enabled = true;
     let n = s.networks.get_mut("bitcoin").expect("bitcoin settings");
     n.enabled = true;
     n.source = "devchain".into();

@@ -352,6 +352,7 @@ impl Api {
         let n = s.networks.get_mut("bitcoin").expect("bitcoin settings");
         n.enabled = true;
         n.source = "devchain".into();
+        s.devchain.enabled = true;
         let ctx = Context::build(s).await.expect("context builds");
 
         let chain = ScriptedChain::new(Network::Bitcoin, 100);

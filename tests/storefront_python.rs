@@ -117,6 +117,7 @@ poll_interval_ms = 200
 account_key = "{ACCOUNT_KEY}"
 
 [devchain]
+enabled = true
 block_secs = 1
 autopay = true
 

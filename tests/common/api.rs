@@ -23,11 +23,14 @@ pub const SUPPORT: &str = "help-token-77d0";
 pub fn context_with_role_tokens(h: &Harness) -> Context {
     let mut settings = Settings::load(None).expect("defaults");
     settings.database.url = h.db.url.clone();
-    settings
+    let n = settings
         .networks
         .get_mut(h.network.as_str())
-        .expect("the harness network has settings")
-        .enabled = true;
+        .expect("the harness network has settings");
+    n.enabled = true;
+    // The harness's chain is scripted: a development setup.
+    n.source = "devchain".into();
+    settings.devchain.enabled = true;
     for (role, token) in [
         ("storefront", STOREFRONT),
         ("operator", OPERATOR),

@@ -33,11 +33,13 @@ impl World {
         let now = h.clock.now_ms();
         let mut watch = HashMap::from([(Network::Litecoin, h.watch.clone())]);
         for n in Network::ALL {
-            ctx.settings
+            let ns = ctx
+                .settings
                 .networks
                 .get_mut(n.as_str())
-                .expect("every network has settings")
-                .enabled = true;
+                .expect("every network has settings");
+            ns.enabled = true;
+            ns.source = "devchain".into();
             if n == Network::Litecoin {
                 continue;
             }

@@ -128,6 +128,7 @@ pub fn eth_settings(
         t.enabled = true;
         t.source = "devchain".into();
         t.account_key = Some(Secret(super::tron::account_xpub()));
+        s.devchain.enabled = true;
     }
     s
 }

@@ -112,6 +112,7 @@ pub fn tron_settings(db_url: &str, node: &TronNode, o: &TronOptions) -> Settings
         e.enabled = true;
         e.source = "devchain".into();
         e.account_key = Some(Secret(ethereum_account_xpub()));
+        s.devchain.enabled = true;
     }
     s
 }
