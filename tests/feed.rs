@@ -19,7 +19,8 @@ use serde_json::{json, Value};
 
 on_both_databases!(
     a_paid_order_reads_as_events_in_commit_order_and_a_reader_resumes_from_its_cursor,
-    events_past_the_retention_are_pruned_and_a_reader_behind_them_is_told_where_to_resume
+    events_past_the_retention_are_pruned_and_a_reader_behind_them_is_told_where_to_resume,
+    without_webhooks_events_past_the_retention_are_pruned
 );
 
 fn body(e: &FeedEvent) -> Value {
@@ -292,6 +293,8 @@ async fn events_past_the_retention_are_pruned_and_a_reader_behind_them_is_told_w
     b: Backend,
 ) {
     let mut h = Harness::new(b, Network::Bitcoin, 3).await;
+    // Webhooks configured: an event stays until its delivery is sent.
+    h.store.register_webhook_endpoint(0).await.unwrap();
     h.import_pool(3).await;
     paid_order(&mut h, "old-1").await;
     paid_order(&mut h, "old-2").await;
@@ -364,4 +367,20 @@ async fn events_past_the_retention_are_pruned_and_a_reader_behind_them_is_told_w
         .await;
     assert_eq!(st, StatusCode::OK, "{v}");
     assert_eq!(v["events"].as_array().unwrap().len(), new.len());
+}
+
+// Issue 21, found 6: every event was enrolled for webhooks even with no URL
+// set, and an undelivered event is never pruned, so a paywatch that sends no
+// webhooks pruned nothing.
+async fn without_webhooks_events_past_the_retention_are_pruned(b: Backend) {
+    let mut h = Harness::new(b, Network::Bitcoin, 3).await;
+    h.import_pool(2).await;
+    paid_order(&mut h, "old-1").await;
+    let old = h.store.events_after(0, 100).await.unwrap();
+    h.clock.advance_secs(2 * 86_400);
+    paid_order(&mut h, "new-1").await;
+    let cutoff = h.clock.now_ms() - 86_400_000;
+    let pruned = h.store.prune_events(cutoff, 1_000).await.unwrap();
+    assert!(pruned > 0, "nothing pruned of {} old events", old.len());
+    assert!(h.store.feed_pruned_through().await.unwrap() > 0);
 }

@@ -18,7 +18,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use axum::Router;
-use common::{Backend, Harness};
+use common::{Backend, Harness, TestDb};
 use hmac::{Hmac, Mac};
 use paywatch::api::{self, ApiState, TokenTable};
 use paywatch::app::Context;
@@ -37,6 +37,8 @@ const STOREFRONT: &str = "shop-token-5e21";
 const OPERATOR: &str = "ops-token-90ab";
 
 on_both_databases!(
+    webhooks_turned_on_later_send_only_what_happens_after,
+    an_upgrade_drops_rows_enrolled_with_no_url_and_keeps_an_endpoint_in_use,
     two_instances_deliver_every_change_once_signed_and_in_order_to_a_failing_receiver,
     delivery_stopped_mid_retry_resumes_after_a_restart_and_loses_nothing,
     an_operator_can_have_a_delivered_row_sent_again,
@@ -209,6 +211,8 @@ async fn two_paid_orders(h: &mut Harness) -> Vec<(i64, i64)> {
 // retried.
 async fn an_order_s_events_go_out_in_commit_order_across_its_intents(b: Backend) {
     let mut h = Harness::new(b, Network::Litecoin, 1).await;
+    // Webhooks configured before any of the test's events.
+    h.store.register_webhook_endpoint(0).await.unwrap();
     h.import_pool(2).await;
     let first_tab = h.create("order", "tabs", "LTC", "100").await;
     let second_tab = h.create("order", "tabs", "LTC", "100").await;
@@ -316,6 +320,8 @@ fn verifies(hit: &Hit) -> bool {
 
 async fn a_delivery_replayed_under_another_delivery_id_fails_its_signature(b: Backend) {
     let mut h = Harness::new(b, Network::Litecoin, 3).await;
+    // Webhooks configured before any of the test's events.
+    h.store.register_webhook_endpoint(0).await.unwrap();
     let rows = two_paid_orders(&mut h).await;
     let (receiver, url) = Receiver::start(0).await;
     let task = Task::start(h.store.clone(), &settings(&h, &url));
@@ -381,6 +387,8 @@ async fn two_instances_deliver_every_change_once_signed_and_in_order_to_a_failin
     b: Backend,
 ) {
     let mut h = Harness::new(b, Network::Litecoin, 3).await;
+    // Webhooks configured before any of the test's events.
+    h.store.register_webhook_endpoint(0).await.unwrap();
     let rows = two_paid_orders(&mut h).await;
     let (receiver, url) = Receiver::start(3).await;
     let pending = deliveries(&h.store, DeliveryState::Pending).await;
@@ -468,6 +476,8 @@ async fn two_instances_deliver_every_change_once_signed_and_in_order_to_a_failin
 
 async fn delivery_stopped_mid_retry_resumes_after_a_restart_and_loses_nothing(b: Backend) {
     let mut h = Harness::new(b, Network::Litecoin, 3).await;
+    // Webhooks configured before any of the test's events.
+    h.store.register_webhook_endpoint(0).await.unwrap();
     let rows = two_paid_orders(&mut h).await;
     let (receiver, url) = Receiver::start(usize::MAX).await;
     let settings = settings(&h, &url);
@@ -532,6 +542,8 @@ async fn delivery_stopped_mid_retry_resumes_after_a_restart_and_loses_nothing(b:
 
 async fn an_operator_can_have_a_delivered_row_sent_again(b: Backend) {
     let mut h = Harness::new(b, Network::Litecoin, 3).await;
+    // Webhooks configured before any of the test's events.
+    h.store.register_webhook_endpoint(0).await.unwrap();
     let rows = two_paid_orders(&mut h).await;
     let (receiver, url) = Receiver::start(0).await;
     let settings = settings(&h, &url);
@@ -670,4 +682,97 @@ async fn serve_api(h: &Harness, mut settings: Settings) -> String {
     let state = ApiState::new(ctx).expect("tokens");
     tokio::spawn(api::serve(listener, state, std::future::pending::<()>()));
     base
+}
+
+// Issue 21, found 6: every event was enrolled for delivery while no URL was
+// set, so a receiver configured later was sent the whole history.
+async fn webhooks_turned_on_later_send_only_what_happens_after(b: Backend) {
+    let mut h = Harness::new(b, Network::Litecoin, 3).await;
+    let before = two_paid_orders(&mut h).await;
+    assert_eq!(
+        h.count("SELECT COUNT(*) FROM webhook_deliveries").await,
+        0,
+        "nothing is enrolled while no endpoint is configured"
+    );
+
+    let (receiver, url) = Receiver::start(0).await;
+    let task = Task::start(h.store.clone(), &settings(&h, &url));
+    eventually("the endpoint is recorded", || async {
+        h.count("SELECT COUNT(*) FROM webhook_endpoint").await == 1
+    })
+    .await;
+    let since = h.count("SELECT since_seq FROM webhook_endpoint").await;
+    assert_eq!(
+        since,
+        h.count("SELECT MAX(seq) FROM outbox").await,
+        "the feed's cursor when it was configured"
+    );
+
+    h.import_pool(1).await;
+    let later = h.create("order", "wh-later", "LTC", "100").await;
+    h.pay(&later.address, Asset::Ltc, later.amount_due);
+    h.mine(3);
+    h.sync().await;
+    let after: Vec<i64> = h
+        .rows(&format!(
+            "SELECT id FROM outbox WHERE intent_id = {} ORDER BY id",
+            later.id
+        ))
+        .await
+        .iter()
+        .map(|r| r.int("id"))
+        .collect();
+    assert!(!after.is_empty());
+    all_delivered(&h.store, after.len()).await;
+    task.stop().await;
+    let sent: Vec<i64> = receiver.hits().iter().map(|hit| hit.delivery).collect();
+    assert_eq!(sent, after, "only what happened after, in order");
+    assert!(before.iter().all(|(id, _)| !sent.contains(id)));
+}
+
+/// Before migration 23 every event was enrolled: an installation that never
+/// sent a webhook holds only rows nobody will send (they would keep their
+/// events from retention for ever); one that has sent keeps its endpoint
+/// and its backlog.
+async fn an_upgrade_drops_rows_enrolled_with_no_url_and_keeps_an_endpoint_in_use(b: Backend) {
+    for used in [false, true] {
+        let db = TestDb::empty(b).await;
+        db.store.migrate_until(22).await.unwrap();
+        for seq in 1..=3 {
+            db.store
+                .execute_raw(&format!(
+                    "INSERT INTO outbox (topic, payload, created_at, seq, kind, reference) \
+                     VALUES ('intent.status', '{{}}', 1, {seq}, 'order', 'old')"
+                ))
+                .await
+                .unwrap();
+        }
+        if used {
+            db.store
+                .execute_raw(
+                    "UPDATE webhook_deliveries SET attempts = 1, last_attempt_at = 2 \
+                     WHERE seq = 1",
+                )
+                .await
+                .unwrap();
+        }
+        db.store.migrate().await.unwrap();
+        let count = |sql: &'static str| {
+            let store = db.store.clone();
+            async move { store.count_raw(sql).await.unwrap() }
+        };
+        let (endpoints, open) = (
+            count("SELECT COUNT(*) FROM webhook_endpoint").await,
+            count("SELECT COUNT(*) FROM webhook_deliveries WHERE delivered_at IS NULL").await,
+        );
+        if used {
+            assert_eq!(
+                (endpoints, open),
+                (1, 3),
+                "an endpoint in use keeps its backlog"
+            );
+        } else {
+            assert_eq!((endpoints, open), (0, 0), "nobody would ever send these");
+        }
+    }
 }

@@ -121,6 +121,11 @@ const POSTGRES: Embedded = &[
         "reference owners",
         include_str!("../../migrations/postgres/0022_reference_owners.sql"),
     ),
+    (
+        23,
+        "webhook endpoint",
+        include_str!("../../migrations/postgres/0023_webhook_endpoint.sql"),
+    ),
 ];
 const SQLITE: Embedded = &[
     (
@@ -232,6 +237,11 @@ const SQLITE: Embedded = &[
         22,
         "reference owners",
         include_str!("../../migrations/sqlite/0022_reference_owners.sql"),
+    ),
+    (
+        23,
+        "webhook endpoint",
+        include_str!("../../migrations/sqlite/0023_webhook_endpoint.sql"),
     ),
 ];
 

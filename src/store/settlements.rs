@@ -255,7 +255,7 @@ impl Store {
     /// The feed's lock, held to commit (PostgreSQL; SQLite's one writer
     /// holds its own from BEGIN). Taken again in one transaction, it is the
     /// same lock.
-    async fn lock_feed(&self, tx: &mut Tx) -> Result<(), StoreError> {
+    pub(super) async fn lock_feed(&self, tx: &mut Tx) -> Result<(), StoreError> {
         if self.dialect() == Dialect::Postgres {
             sqlx::query("SELECT pg_advisory_xact_lock($1)")
                 .bind(FEED_LOCK)

@@ -238,6 +238,41 @@ impl Store {
         Ok(done == 1)
     }
 
+    /// Records that webhooks are configured, once: from now on every new
+    /// event is enrolled for delivery. The first time, the feed's cursor is
+    /// taken under its lock (no event is half-written meanwhile), and rows an
+    /// older release enrolled before any endpoint existed, never attempted,
+    /// are dropped: a receiver configured today is not sent the history.
+    /// Returns what the first registration dropped, or `None` when an
+    /// endpoint was registered before.
+    pub async fn register_webhook_endpoint(&self, now_ms: i64) -> Result<Option<u64>, StoreError> {
+        let mut tx = self.begin().await?;
+        self.lock_feed(&mut tx).await?;
+        let made = sqlx::query(
+            "INSERT INTO webhook_endpoint (one, since_seq, configured_at) \
+             SELECT 1, COALESCE(MAX(seq), 0), $1 FROM outbox WHERE true \
+             ON CONFLICT (one) DO NOTHING",
+        )
+        .bind(now_ms)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if made == 0 {
+            tx.rollback().await?;
+            return Ok(None);
+        }
+        let dropped = sqlx::query(
+            "DELETE FROM webhook_deliveries WHERE delivered_at IS NULL AND attempts = 0 \
+             AND outbox_id IN (SELECT id FROM outbox \
+                 WHERE seq <= (SELECT since_seq FROM webhook_endpoint))",
+        )
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        tx.commit().await?;
+        Ok(Some(dropped))
+    }
+
     /// When the next row becomes due (it may be now), if any is open.
     pub(crate) async fn next_webhook_due(&self) -> Result<Option<i64>, StoreError> {
         let sql =

@@ -44,6 +44,29 @@ pub enum WebhookError {
     Client(reqwest::Error),
 }
 
+/// Records the endpoint before the first delivery, so events from now on
+/// are enrolled; retried until it is written (the database may be down at
+/// start) or `stop` turns true.
+async fn register(store: &Store, clock: &Arc<dyn Clock>, stop: &mut watch::Receiver<bool>) {
+    loop {
+        match store.register_webhook_endpoint(clock.now_ms()).await {
+            Ok(Some(dropped)) => {
+                info!(
+                    dropped,
+                    "webhooks configured: events from now on are delivered, none from before"
+                );
+                return;
+            }
+            Ok(None) => return,
+            Err(e) => warn!(error = %e, "cannot record the webhook endpoint yet; retrying"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(POLL) => {}
+            _ = stop.changed() => return,
+        }
+    }
+}
+
 /// Delivers due rows until `stop` turns true. A send in flight when it does
 /// is finished and recorded first (within `webhooks.timeout_secs`). With
 /// `webhooks.url` empty, returns at once.
@@ -58,6 +81,7 @@ pub async fn run(
         return Ok(());
     }
     let sender = Sender::new(&cfg)?;
+    register(&store, &clock, &mut stop).await;
     let mut wake = Wake::new(store.dialect(), &settings.database.url).await;
     info!(url = %cfg.shown_url(), "delivering the outbox to webhooks.url");
     loop {
