@@ -610,6 +610,8 @@ async fn an_accepted_gap_resumes_at_the_nodes_first_slot_and_stays_on_record() {
 
     w.daemon.stop().await;
     w.daemon.start_again().await;
+    // Until the watcher runs again no address is issued on its network.
+    w.daemon.wait_chain_state("running").await;
     let after = w.daemon.order("after-the-gap", "100").await;
     w.pay_sol(&after.address, SOL_FOR_100_USD);
     w.settle();

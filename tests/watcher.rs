@@ -21,6 +21,7 @@ on_both_databases!(
     the_watcher_records_payments_and_its_progress,
     a_node_outage_leaves_the_watcher_degraded_then_it_recovers_without_loss,
     a_reorg_deeper_than_allowed_halts_the_watcher_and_says_so,
+    no_address_is_issued_on_a_network_whose_watcher_is_halted,
     an_address_issued_by_another_instance_is_watched_within_one_poll,
     an_address_committed_long_after_it_was_stamped_is_found_by_the_sweep,
     a_watcher_without_new_blocks_for_six_block_times_is_stalled_until_one_comes,
@@ -191,6 +192,41 @@ async fn a_reorg_deeper_than_allowed_halts_the_watcher_and_says_so(b: Backend) {
         None,
         "nothing is orphaned behind the operator's back"
     );
+}
+
+// Issue 21, found 2: intent creation never looked at the watcher, so
+// addresses kept being issued on a network nobody watched.
+async fn no_address_is_issued_on_a_network_whose_watcher_is_halted(b: Backend) {
+    let mut h = Harness::new(b, Network::Ethereum, 1).await;
+    h.import_pool(2).await;
+    let now = h.clock.now_ms();
+    h.store
+        .record_watcher_trouble(h.network, "halted", "reorg deeper than 3 blocks", now)
+        .await
+        .unwrap();
+    let refused = h
+        .try_create("order", "w-halted", "ETH", "100")
+        .await
+        .expect_err("no address on a halted network");
+    assert_eq!(refused.code(), "network_halted");
+    let said = refused.to_string();
+    assert!(
+        said.contains("ethereum") && said.contains("reorg deeper than 3 blocks"),
+        "{said}"
+    );
+    assert_eq!(
+        h.count("SELECT COUNT(*) FROM addresses WHERE issued_at IS NOT NULL")
+            .await,
+        0,
+        "nothing was issued"
+    );
+
+    // Resumed (a degraded watcher still watches): addresses are issued again.
+    h.store
+        .record_watcher_trouble(h.network, "degraded", "node slow", now)
+        .await
+        .unwrap();
+    h.create("order", "w-halted", "ETH", "100").await;
 }
 
 async fn an_address_issued_by_another_instance_is_watched_within_one_poll(b: Backend) {

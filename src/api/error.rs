@@ -87,7 +87,9 @@ impl From<IntentError> for ApiError {
             "method_unknown" | "amount_invalid" | "invalid_request" => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
-            "rate_unavailable" | "no_address_available" => StatusCode::SERVICE_UNAVAILABLE,
+            "rate_unavailable" | "no_address_available" | "network_halted" => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             "conflict" | "too_many_open_intents" => StatusCode::CONFLICT,
             _ => {
                 if let IntentError::Store(s) = e {

@@ -47,6 +47,11 @@ pub enum IntentError {
     RateUnavailable(#[from] RateError),
     #[error("no address available on {0}: import more into its pool")]
     NoAddressAvailable(Network),
+    #[error(
+        "{network}'s watcher is halted ({why}): no payment to a new address would be seen, \
+         so none is issued until an operator resumes it; offer another method"
+    )]
+    NetworkHalted { network: Network, why: String },
     #[error("{kind} {reference} is already paid by {}", match by {
         SettledBy::Intent(id) => format!("intent {id}"),
         SettledBy::Balance => "the account's balance".to_owned(),
@@ -90,6 +95,7 @@ impl IntentError {
             IntentError::FieldInvalid { .. } => "invalid_request",
             IntentError::RateUnavailable(_) => "rate_unavailable",
             IntentError::NoAddressAvailable(_) => "no_address_available",
+            IntentError::NetworkHalted { .. } => "network_halted",
             IntentError::AlreadyPaid { .. }
             | IntentError::KeyReused { .. }
             | IntentError::ReferenceOfAnotherAccount { .. } => "conflict",
@@ -241,6 +247,18 @@ impl IntentService {
         let method = Method::new(asset, network)?;
         if !self.policy.enabled.contains(&network) {
             return Err(IntentError::MethodDisabled { method });
+        }
+        // An address issued on a network nobody watches would take money
+        // that is seen only once the watcher is resumed, if ever.
+        if let Some(chain) = self.store.chain_status(network).await? {
+            if chain.watcher_state == "halted" {
+                return Err(IntentError::NetworkHalted {
+                    network,
+                    why: chain
+                        .last_error
+                        .unwrap_or_else(|| "no reason recorded".to_owned()),
+                });
+            }
         }
 
         let cents = Amount::parse_decimal("usd_amount", &req.usd_amount, 2)?;
