@@ -45,6 +45,17 @@ pub enum AppError {
     RunLock(#[from] crate::store::RunLockError),
 }
 
+/// What a command may do to the schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Schema {
+    /// Bring it up to this binary's migrations (`run`, `migrate`, commands
+    /// that write).
+    Migrate,
+    /// Require it to be at least this binary's, changing nothing: commands
+    /// that only read, so a new binary's `paywatch status` upgrades nothing.
+    Current,
+}
+
 /// Everything built from settings, shared by `run` and the one-shot commands.
 #[derive(Debug, Clone)]
 pub struct Context {
@@ -59,8 +70,17 @@ pub struct Context {
 impl Context {
     /// Connects, migrates and wires the services.
     pub async fn build(settings: Settings) -> Result<Context, AppError> {
+        Context::build_with(settings, Schema::Migrate).await
+    }
+
+    /// Connects and wires the services; with [`Schema::Current`] the
+    /// schema is only checked, never changed.
+    pub async fn build_with(settings: Settings, schema: Schema) -> Result<Context, AppError> {
         let store = Store::connect(&settings.database.url).await?;
-        store.migrate().await?;
+        match schema {
+            Schema::Migrate => store.migrate().await?,
+            Schema::Current => store.require_current_schema().await?,
+        }
         // "Now" for money decisions is the database's, so every instance
         // sharing it agrees on what is late.
         let clock: Arc<dyn Clock> = DatabaseClock::start(store.clone()).await?;

@@ -447,7 +447,20 @@ async fn run() -> anyhow::Result<()> {
         );
     }
     let settings = Settings::load(cli.config.as_deref())?;
-    let ctx = Context::build(settings).await?;
+    let reads_only = matches!(
+        cli.command,
+        Command::Status
+            | Command::Check
+            | Command::Intent(IntentCommand::Show { .. })
+            | Command::Transfers(TransferCommand::List { .. })
+            | Command::Balance(BalanceCommand::Show { .. })
+    );
+    let schema = if reads_only {
+        app::Schema::Current
+    } else {
+        app::Schema::Migrate
+    };
+    let ctx = Context::build_with(settings, schema).await?;
     match cli.command {
         Command::Run => app::run(ctx).await?,
         Command::Extract { .. }

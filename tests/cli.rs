@@ -1658,3 +1658,38 @@ sourc = "node"
     let shown = run(&clean, &["config", "check"]).ok();
     assert!(shown.contains("# no problems found"), "{shown}");
 }
+
+/// Issue 21, found 3: every command migrated first, so running a new
+/// binary's `paywatch status` upgraded production behind the operator's back.
+#[test]
+fn a_command_that_only_reads_never_migrates_and_says_to_run_migrate() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = sqlite_url(&dir.path().join("paywatch.db"));
+    runtime().block_on(async {
+        let store = Store::connect(&url).await.unwrap();
+        store.migrate_until(22).await.unwrap();
+        store.close().await;
+    });
+    let config = write(
+        &dir.path().join("paywatch.toml"),
+        &format!("[database]\nurl = \"{url}\"\n"),
+    );
+    let newest = "SELECT MAX(version) FROM _sqlx_migrations";
+    for args in [
+        &["status"][..],
+        &["check"],
+        &["intent", "show", "1"],
+        &["transfers", "list"],
+        &["balance", "show", "--account", "a"],
+    ] {
+        let said = run(&config, args).fails();
+        assert!(
+            said.contains("schema is at migration 22") && said.contains("paywatch migrate"),
+            "{args:?}: {said}"
+        );
+        assert_eq!(count(&url, newest), 22, "{args:?} changed the schema");
+    }
+    run(&config, &["migrate"]).ok();
+    assert!(count(&url, newest) > 22);
+    run(&config, &["status"]).ok();
+}

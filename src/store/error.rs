@@ -9,6 +9,14 @@ pub enum StoreError {
     UnsupportedUrl(String),
     #[error("stored data is inconsistent: {0}")]
     Corrupt(String),
+    /// A command that only reads met a schema older than this binary's: it
+    /// upgrades nothing behind an operator's back.
+    #[error(
+        "the database schema is at migration {}, and this paywatch reads migration {need}: \
+         run `paywatch migrate` first (a command that only reads never migrates)",
+        at.map_or_else(|| "none".to_owned(), |v| v.to_string())
+    )]
+    SchemaBehind { at: Option<i64>, need: i64 },
     /// A fenced write after its lease was taken over: nothing was written.
     #[error("the {network} watcher lease (token {token}) is no longer held{}: nothing was written", current.map(|t| format!("; token {t} holds it now")).unwrap_or_default())]
     LeaseLost {

@@ -269,6 +269,30 @@ impl MigrationSource<'static> for EmbeddedMigrations {
     }
 }
 
+/// The newest migration this binary carries.
+pub(super) fn latest(dialect: Dialect) -> i64 {
+    let set = match dialect {
+        Dialect::Postgres => POSTGRES,
+        Dialect::Sqlite => SQLITE,
+    };
+    set.last().map_or(0, |(v, _, _)| *v)
+}
+
+/// The newest migration applied to the database; `None` when none is.
+pub(super) async fn applied(pool: &AnyPool) -> Result<Option<i64>, StoreError> {
+    // No table: a database nothing has migrated yet.
+    match sqlx::query_scalar::<_, Option<i64>>(
+        "SELECT MAX(version) FROM _sqlx_migrations WHERE success",
+    )
+    .fetch_one(pool)
+    .await
+    {
+        Ok(v) => Ok(v),
+        Err(sqlx::Error::Database(e)) if e.message().contains("_sqlx_migrations") => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
 pub(super) async fn run(pool: &AnyPool, dialect: Dialect) -> Result<(), StoreError> {
     run_until(pool, dialect, i64::MAX).await
 }

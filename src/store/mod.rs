@@ -159,6 +159,19 @@ impl Store {
         self.comment_contract().await
     }
 
+    /// Checks, changing nothing, that the schema is at least this binary's:
+    /// for commands that only read. A newer schema is fine (migrations only
+    /// add within a release's compatibility window).
+    pub async fn require_current_schema(&self) -> Result<(), StoreError> {
+        let need = migrations::latest(self.dialect);
+        let at = migrations::applied(&self.pool).await?;
+        if at.is_some_and(|v| v >= need) {
+            Ok(())
+        } else {
+            Err(StoreError::SchemaBehind { at, need })
+        }
+    }
+
     /// Tests only: the schema as the release with migrations up to
     /// `version` left it.
     #[doc(hidden)]
