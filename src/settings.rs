@@ -599,60 +599,44 @@ impl Settings {
     /// on the first, `paywatch config check` lists them all.
     pub fn problems(&self) -> Vec<String> {
         let mut out = Vec::new();
-        let mut keep = |r: Result<(), SettingsError>| {
-            if let Err(e) = r {
-                out.push(match e {
-                    SettingsError::Invalid(why) => why,
-                    other => other.to_string(),
-                });
-            }
-        };
         for name in self.networks.keys() {
-            keep(
-                name.parse::<Network>()
-                    .map(|_| ())
-                    .map_err(|e| SettingsError::Invalid(format!("networks.{name}: {e}"))),
-            );
+            if let Err(e) = name.parse::<Network>() {
+                out.push(format!("networks.{name}: {e}"));
+            }
         }
         for (name, n) in &self.networks {
             if n.events_per_transaction == 0 || n.blocks_per_poll == 0 || n.confirmations == 0 {
-                keep(Err(SettingsError::Invalid(format!(
+                out.push(format!(
                     "networks.{name}: confirmations, events_per_transaction and blocks_per_poll must be at least 1"
-                ))));
+                ));
             }
         }
-        for why in self.source_problems() {
-            keep(Err(SettingsError::Invalid(why)));
-        }
+        out.extend(self.source_problems());
         if self.intents.max_open_per_reference == 0 {
-            keep(Err(SettingsError::Invalid(
-                "intents.max_open_per_reference must be at least 1".into(),
-            )));
+            out.push("intents.max_open_per_reference must be at least 1".into());
         }
         if self.intents.expiry_secs <= 0 {
-            keep(Err(SettingsError::Invalid(
-                "intents.expiry_secs must be above 0".into(),
-            )));
+            out.push("intents.expiry_secs must be above 0".into());
         }
-        keep(
-            crate::api::TokenTable::from_settings(&self.api)
-                .map(|_| ())
-                .map_err(|e| SettingsError::Invalid(e.to_string())),
-        );
-        keep(self.webhooks.validate());
-        keep(self.leases.validate());
-        keep(self.intent_policy().map(|_| ()));
-        keep(self.tolerances().map(|_| ()));
-        keep(self.fixed_rates().map(|_| ()));
+        if let Err(e) = crate::api::TokenTable::from_settings(&self.api) {
+            out.push(e.to_string());
+        }
+        let checks = [
+            self.webhooks.validate(),
+            self.leases.validate(),
+            self.intent_policy().map(|_| ()),
+            self.tolerances().map(|_| ()),
+            self.fixed_rates().map(|_| ()),
+        ];
+        out.extend(checks.into_iter().filter_map(|r| match r.err()? {
+            SettingsError::Invalid(why) => Some(why),
+            other => Some(other.to_string()),
+        }));
         match self.rates.source.as_str() {
             "fixed" => {}
             "http" if !self.rates.http.url.is_empty() => {}
-            "http" => keep(Err(SettingsError::Invalid(
-                "rates.http.url is required when rates.source = \"http\"".into(),
-            ))),
-            other => keep(Err(SettingsError::Invalid(format!(
-                "rates.source: '{other}' is not fixed or http"
-            )))),
+            "http" => out.push("rates.http.url is required when rates.source = \"http\"".into()),
+            other => out.push(format!("rates.source: '{other}' is not fixed or http")),
         }
         out
     }
