@@ -243,15 +243,18 @@ pub async fn run_until_with_metrics(
             async move {
                 let source = match source {
                     Ok(Some(source)) => source,
-                    Ok(None) => return,
+                    Ok(None) => return Ok(()),
                     Err(e) => {
                         error!(error = %e, "watcher source cannot be built");
-                        return;
+                        return Err(format!("the watcher's source cannot be built: {e}"));
                     }
                 };
-                if let Err(e) = watcher::run_with_metrics(cfg, source, deps, counters, stop).await {
-                    error!(error = %e, "watcher ended");
-                }
+                watcher::run_with_metrics(cfg, source, deps, counters, stop)
+                    .await
+                    .map_err(|e| {
+                        error!(error = %e, "watcher ended");
+                        e.to_string()
+                    })
             }
         };
         let leadership = Leadership::new(
@@ -289,6 +292,7 @@ pub async fn run_until_with_metrics(
         );
     }
 
+    let reconcile_metrics = metrics.reconcile();
     if let Some(listener) = metrics_listener {
         let state = metrics;
         let mut stop = stop_rx.clone();
@@ -310,7 +314,9 @@ pub async fn run_until_with_metrics(
     let mut stop = stop_rx.clone();
     let reconcile = async move {
         loop {
-            match reconciler.run_until_idle().await {
+            let pass = reconciler.run_until_idle().await;
+            reconcile_metrics.record_pass(pass.is_ok());
+            match pass {
                 Ok(r) if r.changed > 0 => info!(
                     examined = r.examined,
                     changed = r.changed,

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use paywatch_core::Network;
 use tokio::sync::watch;
+use tokio::task::JoinError;
 use tracing::{error, info, warn};
 
 use crate::metrics::WatcherMetrics;
@@ -71,17 +72,22 @@ impl Leadership {
     /// Until `stop`: waits for the lease, runs the watcher `start` builds on
     /// a handle fenced by it while it is held, and starts over when it is
     /// lost. A watcher that halts keeps its lease: another instance would
-    /// only halt on the same block.
+    /// only halt on the same block. A watcher task that ends any other way
+    /// (an error, a panic) is recorded as halted too, so a dead task never
+    /// hides behind a lease this instance keeps renewing.
     pub(crate) async fn run<F, Fut>(self, mut start: F, mut stop: watch::Receiver<bool>)
     where
         F: FnMut(Store) -> Fut,
-        Fut: Future<Output = ()> + Send + 'static,
+        Fut: Future<Output = Result<(), String>> + Send + 'static,
     {
         loop {
             let Some(lease) = self.acquire(&mut stop).await else {
                 return;
             };
             self.metrics.set_lease_held(true);
+            // A tenure starts fresh: freshness counts from here until the
+            // watcher's first step.
+            self.metrics.record_step();
             info!(token = lease.token, holder = %self.holder, "watcher lease acquired; this instance watches the network");
             // `None` once it has ended by itself (halted).
             let mut watcher = Some(Tenant(tokio::spawn(start(self.store.fenced(lease)))));
@@ -160,7 +166,7 @@ impl Leadership {
                 return Tenure::Stopping;
             }
             let ended = tokio::select! {
-                _ = async { (&mut watcher.as_mut().expect("guarded").0).await }, if watcher.is_some() => true,
+                end = async { (&mut watcher.as_mut().expect("guarded").0).await }, if watcher.is_some() => Some(end),
                 _ = tokio::time::sleep(self.renew_every) => {
                     match self.store.renew_lease(lease, self.ttl_ms()).await {
                         Ok(true) => renewed_at = Instant::now(),
@@ -176,26 +182,72 @@ impl Leadership {
                         }
                         Err(e) => warn!(error = %e, "watcher lease renewal failed; retrying"),
                     }
-                    false
+                    None
                 }
                 changed = stop.changed() => {
                     if changed.is_err() {
                         return Tenure::Stopping;
                     }
-                    false
+                    None
                 }
             };
-            if ended {
+            if let Some(end) = ended {
                 *watcher = None;
+                if !*stop.borrow() {
+                    self.record_end(lease, end).await;
+                }
             }
         }
     }
+
+    /// Records why a watcher task ended before the daemon stopped, as the
+    /// network's `halted` state, unless the watcher recorded its own halt.
+    /// Written through the fenced handle: after a takeover the state is
+    /// the new holder's.
+    async fn record_end(&self, lease: &Lease, end: Result<Result<(), String>, JoinError>) {
+        let why = match end {
+            // Fenced out: the lease is lost, and renewing will say so.
+            Ok(Ok(())) => return,
+            Ok(Err(why)) => why,
+            Err(e) if e.is_panic() => format!("watcher task panicked: {}", panic_text(e)),
+            Err(e) => format!("watcher task ended: {e}"),
+        };
+        error!(alert = "watcher_ended", why = %why, "the watcher task ended; this instance keeps the lease and watches nothing until restarted");
+        let fenced = self.store.fenced(*lease);
+        let now = crate::store::now_ms();
+        let recorded = async {
+            let halted_by_itself = fenced
+                .chain_status(self.network)
+                .await?
+                .is_some_and(|s| s.watcher_state == "halted");
+            if !halted_by_itself {
+                fenced.ensure_chain_state(self.network, now).await?;
+                fenced
+                    .record_watcher_trouble(self.network, "halted", &why, now)
+                    .await?;
+            }
+            Ok::<_, crate::store::StoreError>(())
+        };
+        if let Err(e) = recorded.await {
+            warn!(error = %e, "could not record the watcher's end");
+        }
+    }
+}
+
+/// A panic's message, when it was a string.
+fn panic_text(e: JoinError) -> String {
+    let payload = e.into_panic();
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".to_owned())
 }
 
 /// The watcher task of one tenure. Aborted when dropped: a daemon dropped
 /// mid-run (a test's stand-in for SIGKILL) must not leave its watcher
 /// running on, detached, until its writes hit the fence.
-struct Tenant(tokio::task::JoinHandle<()>);
+struct Tenant(tokio::task::JoinHandle<Result<(), String>>);
 
 impl Drop for Tenant {
     fn drop(&mut self) {
@@ -224,4 +276,91 @@ pub(crate) fn instance_name(configured: &str) -> String {
         std::process::id(),
         u32::from_le_bytes(bytes)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn leadership(dir: &tempfile::TempDir) -> Leadership {
+        let url = format!("sqlite://{}", dir.path().join("p.db").display());
+        let store = Store::connect(&url).await.unwrap();
+        store.migrate().await.unwrap();
+        Leadership {
+            network: Network::Litecoin,
+            store,
+            holder: "a".into(),
+            ttl: Duration::from_secs(5),
+            renew_every: Duration::from_millis(50),
+            retry_every: Duration::from_millis(50),
+            metrics: Arc::default(),
+            sole_instance: true,
+        }
+    }
+
+    /// Runs `leadership` with a watcher task that writes `running`, then
+    /// ends as `end` says, and returns the network's state once it changes.
+    async fn state_after(
+        end: impl Fn() -> Result<(), String> + Send + Sync + Clone + 'static,
+    ) -> (String, Option<String>, bool) {
+        let dir = tempfile::tempdir().unwrap();
+        let leadership = leadership(&dir).await;
+        let (store, metrics) = (leadership.store.clone(), leadership.metrics.clone());
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let start = move |fenced: Store| {
+            let end = end.clone();
+            async move {
+                fenced
+                    .ensure_chain_state(Network::Litecoin, 1)
+                    .await
+                    .unwrap();
+                fenced
+                    .record_watcher_trouble(Network::Litecoin, "running", "", 1)
+                    .await
+                    .unwrap();
+                end()
+            }
+        };
+        let task = tokio::spawn(leadership.run(start, stop_rx));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            let status = store.chain_status(Network::Litecoin).await.unwrap();
+            if let Some(s) = status.filter(|s| s.watcher_state == "halted") {
+                break s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the ended watcher was never recorded"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let held = metrics.holds_lease();
+        stop_tx.send(true).unwrap();
+        task.await.unwrap();
+        (status.watcher_state, status.last_error, held)
+    }
+
+    #[tokio::test]
+    async fn a_watcher_task_that_panics_is_recorded_halted_not_left_running() {
+        let (state, error, held) = state_after(|| panic!("index out of bounds")).await;
+        assert_eq!(state, "halted");
+        let error = error.unwrap_or_default();
+        assert!(
+            error.contains("watcher task panicked") && error.contains("index out of bounds"),
+            "{error}"
+        );
+        // Kept, like any halt: the state says an operator must act.
+        assert!(held);
+    }
+
+    #[tokio::test]
+    async fn a_watcher_task_that_ends_with_an_error_is_recorded_halted_naming_it() {
+        let (state, error, _) =
+            state_after(|| Err("the watcher's source cannot be built: bad url".into())).await;
+        assert_eq!(state, "halted");
+        assert_eq!(
+            error.as_deref(),
+            Some("the watcher's source cannot be built: bad url")
+        );
+    }
 }

@@ -19,15 +19,15 @@ use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use paywatch_core::Network;
+use paywatch_core::{Network, WatchSet};
 use tokio::net::TcpListener;
 use tracing::{info, warn};
 
 use crate::app::Context;
+use crate::clock::Clock;
 use crate::reconcile::Status;
 use crate::settings::MetricsSettings;
 use crate::store::{ChainStatus, Store, StoreError};
@@ -76,6 +76,9 @@ pub(crate) struct WatcherMetrics {
     /// 1 while this process holds the network's watcher lease.
     lease_held: AtomicU64,
     leases_lost: AtomicU64,
+    /// Unix ms of the watcher's last step that reached its node and the
+    /// database without error (or of the start of its tenure); 0 before.
+    last_step_ms: AtomicU64,
 }
 
 impl WatcherMetrics {
@@ -99,6 +102,43 @@ impl WatcherMetrics {
     pub(crate) fn record_lease_lost(&self) {
         self.leases_lost.fetch_add(1, Ordering::Relaxed);
     }
+
+    #[cfg(test)]
+    pub(crate) fn holds_lease(&self) -> bool {
+        self.lease_held.load(Ordering::Relaxed) == 1
+    }
+
+    pub(crate) fn record_step(&self) {
+        let now = u64::try_from(crate::store::now_ms()).unwrap_or(0);
+        self.last_step_ms.store(now, Ordering::Relaxed);
+    }
+}
+
+/// What the reconcile loop of this process counts.
+#[derive(Debug, Default)]
+pub(crate) struct ReconcileMetrics {
+    failures: AtomicU64,
+    /// Unix ms of the last pass that ran to the end; 0 before.
+    last_ok_ms: AtomicU64,
+}
+
+impl ReconcileMetrics {
+    pub(crate) fn record_pass(&self, ok: bool) {
+        if ok {
+            let now = u64::try_from(crate::store::now_ms()).unwrap_or(0);
+            self.last_ok_ms.store(now, Ordering::Relaxed);
+        } else {
+            self.failures.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A network's live watch set, and the most addresses its source may hold
+/// (an Electrum server's `max_subscriptions`), when it has a limit.
+#[derive(Debug, Clone)]
+struct WatchGauge {
+    set: Arc<WatchSet>,
+    limit: Option<usize>,
 }
 
 /// What the `/metrics` handler reads from: the database, and the counters
@@ -108,18 +148,43 @@ impl WatcherMetrics {
 #[derive(Debug, Clone)]
 pub struct MetricsState {
     store: Store,
+    clock: Arc<dyn Clock>,
     networks: Vec<Network>,
     counters: BTreeMap<Network, Arc<WatcherMetrics>>,
+    reconcile: Arc<ReconcileMetrics>,
+    watch: BTreeMap<Network, WatchGauge>,
+    /// Enabled networks that issue from an imported pool (no account key).
+    pools: Vec<Network>,
 }
 
 impl MetricsState {
     /// Fresh counters, all zero, for `ctx`'s enabled networks.
     pub fn new(ctx: &Context) -> MetricsState {
         let networks = ctx.settings.enabled_networks();
+        let settings_of = |n: &Network| ctx.settings.network(*n);
+        let watch = networks
+            .iter()
+            .filter_map(|n| {
+                let set = ctx.watch.get(n)?.clone();
+                let limit = settings_of(n)
+                    .filter(|ns| ns.source == "electrum")
+                    .map(|ns| ns.electrum.max_subscriptions);
+                Some((*n, WatchGauge { set, limit }))
+            })
+            .collect();
+        let pools = networks
+            .iter()
+            .filter(|n| settings_of(n).is_some_and(|ns| ns.account_key.is_none()))
+            .copied()
+            .collect();
         MetricsState {
             store: ctx.store.clone(),
+            clock: ctx.clock.clone(),
             counters: networks.iter().map(|n| (*n, Arc::default())).collect(),
             networks,
+            reconcile: Arc::default(),
+            watch,
+            pools,
         }
     }
 
@@ -129,14 +194,16 @@ impl MetricsState {
         self.counters.get(&network).cloned().unwrap_or_default()
     }
 
-    async fn read(&self) -> Result<Scrape, StoreError> {
+    pub(crate) fn reconcile(&self) -> Arc<ReconcileMetrics> {
+        self.reconcile.clone()
+    }
+
+    /// What only the database knows. An error leaves these families out
+    /// of the scrape, which still answers with what this process knows.
+    async fn read_database(&self) -> Result<Stored, StoreError> {
         let mut chains = Vec::with_capacity(self.networks.len());
         for network in &self.networks {
-            chains.push(ChainRow {
-                network: *network,
-                status: self.store.chain_status(*network).await?,
-                counters: self.watcher(*network),
-            });
+            chains.push((*network, self.store.chain_status(*network).await?));
         }
         let (stored, reversed) = self.store.intent_counts_by_status().await?;
         // Every status gets a series, 0 when no intent has it.
@@ -150,29 +217,74 @@ impl MetricsState {
                 None => intents.push((status, n)),
             }
         }
-        Ok(Scrape {
+        let backlog = self.store.operations_backlog().await?;
+        let free = backlog.free_pool_addresses;
+        let pools = self
+            .pools
+            .iter()
+            .map(|n| (*n, free.get(n.as_str()).copied().unwrap_or(0)))
+            .collect();
+        let now = self.clock.now_ms();
+        let age_secs = |since: Option<i64>| since.map_or(0, |at| (now - at).max(0) / 1000);
+        Ok(Stored {
             chains,
             intents,
             reversed,
+            pools,
+            webhooks_pending: backlog.webhooks_pending,
+            webhook_oldest_secs: age_secs(backlog.webhook_oldest_at),
+            reconcile_queue: backlog.reconcile_queue,
         })
     }
+
+    async fn read(&self) -> Scrape {
+        let stored = match self.read_database().await {
+            Ok(stored) => Some(stored),
+            Err(e) => {
+                // One line, so a log search shows all of it.
+                let why = e
+                    .to_string()
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                warn!(error = %why, "metrics: the database did not answer");
+                None
+            }
+        };
+        Scrape {
+            stored,
+            watchers: self
+                .networks
+                .iter()
+                .map(|n| (*n, self.watcher(*n), self.watch.get(n).cloned()))
+                .collect(),
+            reconcile: self.reconcile.clone(),
+        }
+    }
+}
+
+/// What one scrape read from the database.
+#[derive(Debug)]
+struct Stored {
+    /// A status is None until the watcher first starts on this database.
+    chains: Vec<(Network, Option<ChainStatus>)>,
+    intents: Vec<(String, i64)>,
+    /// Intents whose settled money a reorg took back.
+    reversed: i64,
+    /// Free addresses of each network that issues from a pool.
+    pools: Vec<(Network, i64)>,
+    webhooks_pending: i64,
+    webhook_oldest_secs: i64,
+    reconcile_queue: i64,
 }
 
 /// Everything one exposition is written from.
 #[derive(Debug)]
 struct Scrape {
-    chains: Vec<ChainRow>,
-    intents: Vec<(String, i64)>,
-    /// Intents whose settled money a reorg took back.
-    reversed: i64,
-}
-
-#[derive(Debug)]
-struct ChainRow {
-    network: Network,
-    /// None until the watcher first starts on this database.
-    status: Option<ChainStatus>,
-    counters: Arc<WatcherMetrics>,
+    /// None when the database did not answer.
+    stored: Option<Stored>,
+    watchers: Vec<(Network, Arc<WatcherMetrics>, Option<WatchGauge>)>,
+    reconcile: Arc<ReconcileMetrics>,
 }
 
 pub fn router(state: MetricsState) -> Router {
@@ -181,24 +293,12 @@ pub fn router(state: MetricsState) -> Router {
         .with_state(state)
 }
 
+/// Always 200 while the process runs: a database that does not answer is
+/// `paywatch_database_up 0` beside what the process itself knows, so its
+/// alert names the cause; a process that does not answer is `up == 0`.
 async fn scrape(State(state): State<MetricsState>) -> Response {
-    match state.read().await {
-        Ok(scrape) => ([(CONTENT_TYPE, EXPOSITION)], render(&scrape)).into_response(),
-        Err(e) => {
-            // One line, so a scraper's "last error" shows all of it.
-            let why = format!("metrics unavailable: {e}")
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .join(" ");
-            warn!(error = %why, "metrics scrape failed");
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                [(CONTENT_TYPE, "text/plain; charset=utf-8")],
-                format!("{why}\n"),
-            )
-                .into_response()
-        }
-    }
+    let scrape = state.read().await;
+    ([(CONTENT_TYPE, EXPOSITION)], render(&scrape)).into_response()
 }
 
 /// Binds `metrics.listen`; `None` when metrics are off.
@@ -240,7 +340,36 @@ type CountOf = fn(&WatcherMetrics) -> u64;
 
 fn render(scrape: &Scrape) -> String {
     let mut out = Text::default();
-    let heights: [(&str, &str, HeightOf); 4] = [
+    out.family(
+        "paywatch_build_info",
+        "gauge",
+        "Always 1; the version of the paywatch binary in its label.",
+    );
+    out.sample(
+        "paywatch_build_info",
+        &[("version", env!("CARGO_PKG_VERSION"))],
+        1,
+    );
+    out.family(
+        "paywatch_database_up",
+        "gauge",
+        "1 when the database answered this scrape; 0 leaves out every family read from it.",
+    );
+    out.sample(
+        "paywatch_database_up",
+        &[],
+        u8::from(scrape.stored.is_some()),
+    );
+    if let Some(stored) = &scrape.stored {
+        render_stored(&mut out, stored);
+    }
+    render_process(&mut out, scrape);
+    out.0
+}
+
+/// The families read from the database: the same from every instance.
+fn render_stored(out: &mut Text, stored: &Stored) {
+    let heights: [(&str, &str, HeightOf); 5] = [
         (
             "paywatch_chain_tip_height",
             "Height of the best block the chain source reported.",
@@ -261,12 +390,17 @@ fn render(scrape: &Scrape) -> String {
             "Blocks between the source's tip and the applied cursor.",
             |s| Some(s.tip_height?.saturating_sub(s.cursor_height?)),
         ),
+        (
+            "paywatch_chain_finality_lag_blocks",
+            "Blocks between the source's tip and its final height: payments in them are confirming.",
+            |s| Some(s.tip_height?.saturating_sub(s.final_height?)),
+        ),
     ];
     for (name, help, value) in heights {
         out.family(name, "gauge", help);
-        for c in &scrape.chains {
-            if let Some(v) = c.status.as_ref().and_then(value) {
-                out.sample(name, &[("network", c.network.as_str())], v);
+        for (network, status) in &stored.chains {
+            if let Some(v) = status.as_ref().and_then(value) {
+                out.sample(name, &[("network", network.as_str())], v);
             }
         }
     }
@@ -276,22 +410,18 @@ fn render(scrape: &Scrape) -> String {
         "gauge",
         "1 while the watcher is running, 0 when starting, degraded or halted.",
     );
-    for c in &scrape.chains {
+    for (network, status) in &stored.chains {
         // A stalled watcher is up: it polls and answers; its own alert says why.
-        let up = u8::from(matches!(state_of(c), "running" | "stalled"));
-        out.sample(
-            "paywatch_watcher_up",
-            &[("network", c.network.as_str())],
-            up,
-        );
+        let up = u8::from(matches!(state_of(status), "running" | "stalled"));
+        out.sample("paywatch_watcher_up", &[("network", network.as_str())], up);
     }
     out.family(
         "paywatch_watcher_state",
         "gauge",
         "1 for the watcher's current state.",
     );
-    for c in &scrape.chains {
-        let current = state_of(c);
+    for (network, status) in &stored.chains {
+        let current = state_of(status);
         let mut states: Vec<&str> = WATCHER_STATES.to_vec();
         if !states.contains(&current) {
             states.push(current);
@@ -299,12 +429,67 @@ fn render(scrape: &Scrape) -> String {
         for state in states {
             out.sample(
                 "paywatch_watcher_state",
-                &[("network", c.network.as_str()), ("state", state)],
+                &[("network", network.as_str()), ("state", state)],
                 u8::from(state == current),
             );
         }
     }
 
+    let name = "paywatch_pool_free_addresses";
+    out.family(
+        name,
+        "gauge",
+        "Imported pool addresses not yet issued, for each network that issues from a pool; at 0 intent creation answers 503.",
+    );
+    for (network, free) in &stored.pools {
+        out.sample(name, &[("network", network.as_str())], free);
+    }
+
+    out.family("paywatch_intents", "gauge", "Payment intents per status.");
+    for (status, n) in &stored.intents {
+        out.sample("paywatch_intents", &[("status", status)], n);
+    }
+    let review = stored
+        .intents
+        .iter()
+        .find(|(s, _)| s == Status::NeedsReview.as_str())
+        .map_or(0, |(_, n)| *n);
+    let gauges: [(&str, &str, i64); 5] = [
+        (
+            "paywatch_review_queue",
+            "Intents waiting for an operator (status needs_review).",
+            review,
+        ),
+        (
+            "paywatch_intents_reversed",
+            "Intents whose settled money a reorg took back (exception reversed); a rise is a reversed credit.",
+            stored.reversed,
+        ),
+        (
+            "paywatch_webhook_deliveries_pending",
+            "Webhook deliveries not yet acknowledged by the endpoint.",
+            stored.webhooks_pending,
+        ),
+        (
+            "paywatch_webhook_oldest_pending_seconds",
+            "Age of the oldest event whose webhook the endpoint has not acknowledged; 0 when none waits.",
+            stored.webhook_oldest_secs,
+        ),
+        (
+            "paywatch_reconcile_queue_depth",
+            "Addresses waiting for reconcile to look at their intents again.",
+            stored.reconcile_queue,
+        ),
+    ];
+    for (name, help, value) in gauges {
+        out.family(name, "gauge", help);
+        out.sample(name, &[], value);
+    }
+}
+
+/// The families this process knows by itself, present even when the
+/// database does not answer.
+fn render_process(out: &mut Text, scrape: &Scrape) {
     let counters: [(&str, &str, &str, CountOf); 5] = [
         (
             "paywatch_reorgs_total",
@@ -339,8 +524,45 @@ fn render(scrape: &Scrape) -> String {
     ];
     for (name, kind, help, value) in counters {
         out.family(name, kind, help);
-        for c in &scrape.chains {
-            out.sample(name, &[("network", c.network.as_str())], value(&c.counters));
+        for (network, counters, _) in &scrape.watchers {
+            out.sample(name, &[("network", network.as_str())], value(counters));
+        }
+    }
+
+    // Only where this process has watched: a standby has nothing to say.
+    let name = "paywatch_watcher_last_step_timestamp_seconds";
+    out.family(
+        name,
+        "gauge",
+        "Unix time of this process's last watcher step that read the node and wrote the database without error (or of the start of its lease).",
+    );
+    for (network, counters, _) in &scrape.watchers {
+        let ms = counters.last_step_ms.load(Ordering::Relaxed);
+        if ms > 0 {
+            out.sample(name, &[("network", network.as_str())], ms / 1000);
+        }
+    }
+
+    let name = "paywatch_watch_set_addresses";
+    out.family(
+        name,
+        "gauge",
+        "Addresses in this process's live watch set (filled while it holds the network's lease).",
+    );
+    for (network, _, watch) in &scrape.watchers {
+        if let Some(w) = watch {
+            out.sample(name, &[("network", network.as_str())], w.set.len());
+        }
+    }
+    let name = "paywatch_watch_set_limit";
+    out.family(
+        name,
+        "gauge",
+        "The most addresses the network's source may watch (an Electrum server's max_subscriptions); 0 when unlimited.",
+    );
+    for (network, _, watch) in &scrape.watchers {
+        if let Some(w) = watch {
+            out.sample(name, &[("network", network.as_str())], w.limit.unwrap_or(0));
         }
     }
 
@@ -360,37 +582,32 @@ fn render(scrape: &Scrape) -> String {
         "histogram",
         "Time the chain source took to answer one poll for blocks or for finality.",
     );
-    for c in &scrape.chains {
-        out.histogram(name, c.network.as_str(), &c.counters.source_requests);
+    for (network, counters, _) in &scrape.watchers {
+        out.histogram(name, network.as_str(), &counters.source_requests);
     }
 
-    out.family("paywatch_intents", "gauge", "Payment intents per status.");
-    for (status, n) in &scrape.intents {
-        out.sample("paywatch_intents", &[("status", status)], n);
+    let name = "paywatch_reconcile_failures_total";
+    out.family(
+        name,
+        "counter",
+        "Reconcile passes of this process that failed (each is retried).",
+    );
+    out.sample(name, &[], scrape.reconcile.failures.load(Ordering::Relaxed));
+    let name = "paywatch_reconcile_last_success_timestamp_seconds";
+    out.family(
+        name,
+        "gauge",
+        "Unix time of this process's last reconcile pass that ran to the end.",
+    );
+    let ok_ms = scrape.reconcile.last_ok_ms.load(Ordering::Relaxed);
+    if ok_ms > 0 {
+        out.sample(name, &[], ok_ms / 1000);
     }
-    let review = scrape
-        .intents
-        .iter()
-        .find(|(s, _)| s == Status::NeedsReview.as_str())
-        .map_or(0, |(_, n)| *n);
-    out.family(
-        "paywatch_review_queue",
-        "gauge",
-        "Intents waiting for an operator (status needs_review).",
-    );
-    out.sample("paywatch_review_queue", &[], review);
-    out.family(
-        "paywatch_intents_reversed",
-        "gauge",
-        "Intents whose settled money a reorg took back (exception reversed); a rise is a reversed credit.",
-    );
-    out.sample("paywatch_intents_reversed", &[], scrape.reversed);
-    out.0
 }
 
-fn state_of(c: &ChainRow) -> &str {
+fn state_of(status: &Option<ChainStatus>) -> &str {
     // No row yet: the watcher has not started on this database.
-    c.status
+    status
         .as_ref()
         .map_or("starting", |s| s.watcher_state.as_str())
 }
@@ -527,20 +744,61 @@ x_seconds_count{network=\"bitcoin\"} 5
     #[test]
     fn a_chain_without_a_row_is_down_and_starting() {
         let scrape = Scrape {
-            chains: vec![ChainRow {
-                network: Network::Bitcoin,
-                status: None,
-                counters: Arc::default(),
-            }],
-            intents: vec![("needs_review".into(), 2)],
-            reversed: 1,
+            stored: Some(Stored {
+                chains: vec![(Network::Bitcoin, None)],
+                intents: vec![("needs_review".into(), 2)],
+                reversed: 1,
+                pools: vec![(Network::Bitcoin, 7)],
+                webhooks_pending: 3,
+                webhook_oldest_secs: 90,
+                reconcile_queue: 4,
+            }),
+            watchers: vec![(Network::Bitcoin, Arc::default(), None)],
+            reconcile: Arc::default(),
         };
         let text = render(&scrape);
+        assert!(text.contains("paywatch_database_up 1\n"));
         assert!(text.contains("paywatch_watcher_up{network=\"bitcoin\"} 0\n"));
         assert!(text.contains("paywatch_watcher_state{network=\"bitcoin\",state=\"starting\"} 1\n"));
         assert!(text.contains("paywatch_watcher_state{network=\"bitcoin\",state=\"halted\"} 0\n"));
         assert!(!text.contains("paywatch_chain_tip_height{"));
         assert!(text.contains("paywatch_review_queue 2\n"));
         assert!(text.contains("paywatch_intents_reversed 1\n"));
+        assert!(text.contains("paywatch_pool_free_addresses{network=\"bitcoin\"} 7\n"));
+        assert!(text.contains("paywatch_webhook_deliveries_pending 3\n"));
+        assert!(text.contains("paywatch_webhook_oldest_pending_seconds 90\n"));
+        assert!(text.contains("paywatch_reconcile_queue_depth 4\n"));
+        // Nothing stepped yet: no freshness to report.
+        assert!(!text.contains("paywatch_watcher_last_step_timestamp_seconds{"));
+    }
+
+    #[test]
+    fn a_database_that_does_not_answer_is_a_gauge_beside_what_the_process_knows() {
+        let counters = Arc::new(WatcherMetrics::default());
+        counters.set_lease_held(true);
+        counters.record_step();
+        let reconcile = Arc::new(ReconcileMetrics::default());
+        reconcile.record_pass(false);
+        let scrape = Scrape {
+            stored: None,
+            watchers: vec![(Network::Litecoin, counters, None)],
+            reconcile,
+        };
+        let text = render(&scrape);
+        assert!(text.contains("paywatch_database_up 0\n"), "{text}");
+        assert!(text.contains("paywatch_build_info{version=\""), "{text}");
+        assert!(text.contains("paywatch_watcher_lease_held{network=\"litecoin\"} 1\n"));
+        assert!(
+            text.contains("paywatch_watcher_last_step_timestamp_seconds{network=\"litecoin\"} ")
+        );
+        assert!(text.contains("paywatch_reconcile_failures_total 1\n"));
+        // Nothing read from the database is made up.
+        for absent in [
+            "paywatch_watcher_up{",
+            "paywatch_intents{",
+            "paywatch_review_queue ",
+        ] {
+            assert!(!text.contains(absent), "{absent} in {text}");
+        }
     }
 }

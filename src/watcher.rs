@@ -97,7 +97,11 @@ pub(crate) async fn run_with_metrics<S: BlockSource>(
                 info!("watcher stopped");
                 return Ok(());
             }
-            let wait = match watcher.step(&mut stream, &mut source).await {
+            let stepped = watcher.step(&mut stream, &mut source).await;
+            if stepped.is_ok() {
+                watcher.metrics.record_step();
+            }
+            let wait = match stepped {
                 Ok(Step::Busy) => Duration::ZERO,
                 Ok(Step::Idle) => watcher.cfg.poll_interval,
                 Err(Trouble::Transient(why)) => {

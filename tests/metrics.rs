@@ -1,7 +1,7 @@
 //! Prometheus metrics over real HTTP, on SQLite and PostgreSQL, next to a
 //! running daemon on the bitcoin dev chain: the values are the database's
 //! and the watcher's, every line is valid exposition, and a database that
-//! no longer answers gives a 503 rather than a failed daemon.
+//! no longer answers is a gauge at 0 beside what the process knows.
 
 #[macro_use]
 mod common;
@@ -355,6 +355,52 @@ async fn scrape_reports_the_chain_and_intents(b: Backend) {
     assert!(value(&samples, "paywatch_source_request_seconds_sum", &btc).is_some());
 
     assert_eq!(int(&samples, "paywatch_intents_reversed", &[]), 0);
+
+    // What an on-call engineer is paged on.
+    assert_eq!(int(&samples, "paywatch_database_up", &[]), 1);
+    assert_eq!(
+        int(
+            &samples,
+            "paywatch_build_info",
+            &[("version", env!("CARGO_PKG_VERSION"))]
+        ),
+        1
+    );
+    // Four imported, one issued.
+    assert_eq!(
+        int(&samples, "paywatch_pool_free_addresses", &btc),
+        3,
+        "{body}"
+    );
+    assert_eq!(int(&samples, "paywatch_webhook_deliveries_pending", &[]), 0);
+    assert_eq!(
+        int(&samples, "paywatch_webhook_oldest_pending_seconds", &[]),
+        0
+    );
+    assert!(value(&samples, "paywatch_reconcile_queue_depth", &[]).is_some());
+    assert_eq!(int(&samples, "paywatch_reconcile_failures_total", &[]), 0);
+    assert_eq!(
+        value(&samples, "paywatch_chain_finality_lag_blocks", &btc),
+        chain
+            .final_height
+            .map(|f| tip.saturating_sub(f).to_string())
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    for fresh in [
+        "paywatch_watcher_last_step_timestamp_seconds",
+        "paywatch_reconcile_last_success_timestamp_seconds",
+    ] {
+        let labels: &[(&str, &str)] = if fresh.contains("watcher") { &btc } else { &[] };
+        let at = int(&samples, fresh, labels);
+        assert!(at <= now && now - at < 60, "{fresh} {at}, now {now}");
+    }
+    // The issued address is in the live set; the dev chain has no limit.
+    assert!(int(&samples, "paywatch_watch_set_addresses", &btc) >= 1);
+    assert_eq!(int(&samples, "paywatch_watch_set_limit", &btc), 0);
+
     // Every metric the shipped alert rules watch is in a live scrape.
     for metric in alert_rule_metrics() {
         assert!(
@@ -363,14 +409,34 @@ async fn scrape_reports_the_chain_and_intents(b: Backend) {
         );
     }
 
-    // Stopping the daemon closes the database: the scrape says so, in one line.
+    // Stopping the daemon closes the database. The scrape still answers, so
+    // its alert names the database rather than every series vanishing.
     daemon.stop().await;
     let (status, _, body) = get(&url).await;
-    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
-    assert!(
-        body.starts_with("metrics unavailable: ") && body.trim_end().lines().count() == 1,
-        "{body:?}"
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let samples = parse(&body);
+    assert_eq!(int(&samples, "paywatch_database_up", &[]), 0, "{body}");
+    assert_eq!(
+        int(
+            &samples,
+            "paywatch_build_info",
+            &[("version", env!("CARGO_PKG_VERSION"))]
+        ),
+        1
     );
+    // The lease was handed back at stop; nothing read from the database is
+    // made up.
+    assert_eq!(int(&samples, "paywatch_watcher_lease_held", &btc), 0);
+    for gone in [
+        "paywatch_intents",
+        "paywatch_watcher_up",
+        "paywatch_chain_tip_height",
+    ] {
+        assert!(
+            !samples.iter().any(|(name, _, _)| name == gone),
+            "{gone} without a database:\n{body}"
+        );
+    }
 
     let _ = stop_metrics.send(());
     tokio::time::timeout(Duration::from_secs(10), server)
@@ -445,4 +511,67 @@ async fn a_taken_metrics_port_is_a_startup_error_naming_the_key() {
         shown.contains("metrics.listen") && shown.contains(&addr),
         "{shown}"
     );
+}
+
+/// GitHub's anchor for a Markdown heading: lower case, spaces to dashes,
+/// other punctuation dropped.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// An alert without a runbook leaves the on-call engineer guessing at 3 am:
+/// every shipped rule names its section of the README, and that section
+/// exists and says what to do.
+#[test]
+fn every_alert_rule_has_a_runbook_in_the_readme() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let rules = std::fs::read_to_string(format!("{root}/deploy/prometheus-alerts.yml")).unwrap();
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    // Each heading's anchor, with the text under it up to the next heading.
+    let mut sections: BTreeMap<String, String> = BTreeMap::new();
+    let mut current: Option<String> = None;
+    for line in readme.lines() {
+        if line.starts_with('#') && line.contains("# ") {
+            let title = line.trim_start_matches('#');
+            current = Some(anchor(title));
+            sections.insert(anchor(title), String::new());
+        } else if let Some(c) = &current {
+            sections.get_mut(c).unwrap().push_str(line);
+        }
+    }
+
+    let mut alerts: Vec<(String, Option<String>)> = Vec::new();
+    for line in rules.lines() {
+        let line = line.trim();
+        if let Some(name) = line.strip_prefix("- alert:") {
+            alerts.push((name.trim().to_owned(), None));
+        } else if let Some(url) = line.strip_prefix("runbook_url:") {
+            let last = alerts.last_mut().expect("a runbook_url inside a rule");
+            assert!(last.1.is_none(), "{} has two runbooks", last.0);
+            last.1 = Some(url.trim().trim_matches('"').to_owned());
+        }
+    }
+    assert!(alerts.len() >= 15, "{alerts:?}");
+    for (alert, url) in alerts {
+        let url = url.unwrap_or_else(|| panic!("{alert} has no runbook_url"));
+        let fragment = url
+            .strip_prefix("README.md#")
+            .unwrap_or_else(|| panic!("{alert}'s runbook {url} is not a README section"));
+        let text = sections
+            .get(fragment)
+            .unwrap_or_else(|| panic!("{alert}'s runbook #{fragment} is no README heading"));
+        assert!(
+            text.split_whitespace().count() >= 30,
+            "{alert}'s runbook #{fragment} says too little to act on: {text:?}"
+        );
+    }
 }

@@ -1,4 +1,4 @@
-//! The one read the metrics scrape needs that nothing else does.
+//! The reads the metrics scrape needs that nothing else does.
 
 use sqlx::Row;
 
@@ -25,5 +25,49 @@ impl Store {
             reversed += r.try_get::<i64, _>("reversed")?;
         }
         Ok((counts, reversed))
+    }
+}
+
+/// Backlogs an on-call engineer is alerted on, read in one scrape.
+#[derive(Debug, Default)]
+pub(crate) struct OperationsBacklog {
+    /// Free addresses per network (only networks with any are listed).
+    pub free_pool_addresses: std::collections::HashMap<String, i64>,
+    pub webhooks_pending: i64,
+    /// When the oldest event still waiting for its webhook was made.
+    pub webhook_oldest_at: Option<i64>,
+    pub reconcile_queue: i64,
+}
+
+impl Store {
+    /// Each from a partial index or a table kept small: free addresses
+    /// (`addresses_free`), open deliveries (`webhook_deliveries_due`), and
+    /// the reconcile queue, which reconcile empties.
+    pub(crate) async fn operations_backlog(&self) -> Result<OperationsBacklog, StoreError> {
+        let mut backlog = OperationsBacklog::default();
+        let free = sqlx::query(
+            "SELECT network, COUNT(*) AS n FROM addresses WHERE issued_at IS NULL GROUP BY network",
+        )
+        .fetch_all(self.pool())
+        .await?;
+        for r in &free {
+            backlog
+                .free_pool_addresses
+                .insert(r.try_get("network")?, r.try_get("n")?);
+        }
+        let webhooks = sqlx::query(
+            "SELECT COUNT(*) AS n, MIN(o.created_at) AS oldest \
+             FROM webhook_deliveries d JOIN outbox o ON o.id = d.outbox_id \
+             WHERE d.delivered_at IS NULL",
+        )
+        .fetch_one(self.pool())
+        .await?;
+        backlog.webhooks_pending = webhooks.try_get("n")?;
+        backlog.webhook_oldest_at = webhooks.try_get("oldest")?;
+        backlog.reconcile_queue = sqlx::query("SELECT COUNT(*) AS n FROM reconcile_queue")
+            .fetch_one(self.pool())
+            .await?
+            .try_get("n")?;
+        Ok(backlog)
     }
 }
