@@ -25,6 +25,11 @@ pub(super) fn to_u64(v: Option<i64>) -> Option<u64> {
     v.and_then(|v| u64::try_from(v).ok())
 }
 
+/// Served by `blocks_by_connected_at`: a look back of seconds, not the
+/// whole chain.
+pub(super) const BLOCKS_CONNECTED_SINCE: &str = "SELECT height, hash, parent FROM blocks \
+     WHERE network = $1 AND orphaned_at IS NULL AND connected_at >= $2 ORDER BY height LIMIT $3";
+
 impl Store {
     /// Active blocks connected at or after `since_ms`, ascending, at most `limit`.
     pub(crate) async fn blocks_connected_since(
@@ -33,15 +38,12 @@ impl Store {
         since_ms: i64,
         limit: i64,
     ) -> Result<Vec<BlockRef>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT height, hash, parent FROM blocks \
-             WHERE network = $1 AND orphaned_at IS NULL AND connected_at >= $2 ORDER BY height LIMIT $3",
-        )
-        .bind(network.as_str())
-        .bind(since_ms)
-        .bind(limit)
-        .fetch_all(self.pool())
-        .await?;
+        let rows = sqlx::query(BLOCKS_CONNECTED_SINCE)
+            .bind(network.as_str())
+            .bind(since_ms)
+            .bind(limit)
+            .fetch_all(self.pool())
+            .await?;
         rows.iter().map(block_ref_from_row).collect()
     }
 

@@ -88,44 +88,22 @@ impl Store {
         txids: &[String],
         limit: i64,
     ) -> Result<Vec<IntentRecord>, StoreError> {
-        // Placeholders after the fixed three, one per spelling: a handful
-        // at most, so an IN list beats a JSON rowset on both databases.
-        let mut next = 4;
-        let mut list = |n: usize| {
-            let items: Vec<String> = (0..n).map(|i| format!("${}", next + i)).collect();
-            next += n;
-            items.join(", ")
-        };
-        let mut sql = format!(
-            "SELECT {INTENT_COLUMNS} FROM intents WHERE \
-             ($1 IS NULL OR reference = $1) AND ($2 IS NULL OR account = $2)"
-        );
-        if !addresses.is_empty() {
-            let l = list(addresses.len());
-            sql.push_str(&format!(" AND (address IN ({l}) OR twin_address IN ({l}))"));
+        let (sql, values) = find_intents_sql(reference, account, addresses, txids);
+        let mut query = sqlx::query(&sql);
+        for v in &values {
+            query = query.bind(*v);
         }
-        if !txids.is_empty() {
-            let l = list(txids.len());
-            sql.push_str(&format!(
-                " AND id IN (SELECT intent_id FROM paywatch_intent_transfers WHERE txid IN ({l}))"
-            ));
-        }
-        sql.push_str(" ORDER BY id DESC LIMIT $3");
-        let mut query = sqlx::query(&sql).bind(reference).bind(account).bind(limit);
-        for v in addresses.iter().chain(txids) {
-            query = query.bind(v.as_str());
-        }
+        let query = query.bind(limit);
         let rows = query.fetch_all(self.pool()).await?;
         rows.iter().map(intent_from_row).collect()
     }
 
     /// Intents waiting for a person, oldest first.
     pub async fn review_queue(&self, limit: i64) -> Result<Vec<IntentRecord>, StoreError> {
-        let sql = format!(
-            "SELECT {INTENT_COLUMNS} FROM intents WHERE status = 'needs_review' \
-             ORDER BY updated_at, id LIMIT $1"
-        );
-        let rows = sqlx::query(&sql).bind(limit).fetch_all(self.pool()).await?;
+        let rows = sqlx::query(&review_queue_sql())
+            .bind(limit)
+            .fetch_all(self.pool())
+            .await?;
         rows.iter().map(intent_from_row).collect()
     }
 
@@ -136,17 +114,7 @@ impl Store {
         transfer_id: i64,
         limit: i64,
     ) -> Result<Vec<IntentRecord>, StoreError> {
-        // The outer query reads only `intents`, so its bare column names
-        // are the intent's.
-        let sql = format!(
-            "SELECT {INTENT_COLUMNS} FROM intents i WHERE EXISTS (\
-               SELECT 1 FROM transfers t WHERE t.id = $1 AND t.network = i.network \
-               AND t.asset = i.asset AND t.amount = i.amount_due AND i.created_at <= t.first_seen_at \
-               AND t.to_address <> i.address) \
-             AND i.status IN ('awaiting_payment', 'expired', 'needs_review') \
-             ORDER BY i.id DESC LIMIT $2"
-        );
-        let rows = sqlx::query(&sql)
+        let rows = sqlx::query(&candidate_intents_sql())
             .bind(transfer_id)
             .bind(limit)
             .fetch_all(self.pool())
@@ -243,4 +211,81 @@ fn flag(r: &sqlx::any::AnyRow, name: &str) -> Result<bool, StoreError> {
         .try_get(name)
         .or_else(|_| r.try_get::<i32, _>(name).map(i64::from))?;
     Ok(v != 0)
+}
+
+/// A search's query and the values of its placeholders, the limit's last.
+/// Only the criteria given appear, each as plain equality, so every search
+/// is served by its own index (`intents_by_reference_alone`,
+/// `intents_by_account`, `intents_by_address`, `intents_by_twin`) whatever
+/// plan the database caches: `($1 IS NULL OR reference = $1)` read them
+/// all. One placeholder per spelling: a handful at most, so an IN list
+/// beats a JSON rowset on both databases.
+pub(super) fn find_intents_sql<'a>(
+    reference: Option<&'a str>,
+    account: Option<&'a str>,
+    addresses: &'a [String],
+    txids: &'a [String],
+) -> (String, Vec<&'a str>) {
+    let mut values: Vec<&str> = Vec::new();
+    let mut criteria: Vec<String> = Vec::new();
+    // Placeholders for `items`, numbered after the values so far, which
+    // take them.
+    let take = |items: &[&'a str], values: &mut Vec<&'a str>| -> String {
+        let from = values.len() + 1;
+        values.extend_from_slice(items);
+        (from..from + items.len())
+            .map(|n| format!("${n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if let Some(reference) = reference {
+        criteria.push(format!("reference = {}", take(&[reference], &mut values)));
+    }
+    if let Some(account) = account {
+        criteria.push(format!("account = {}", take(&[account], &mut values)));
+    }
+    if !addresses.is_empty() {
+        let spelled: Vec<&str> = addresses.iter().map(String::as_str).collect();
+        let l = take(&spelled, &mut values);
+        criteria.push(format!("(address IN ({l}) OR twin_address IN ({l}))"));
+    }
+    if !txids.is_empty() {
+        let spelled: Vec<&str> = txids.iter().map(String::as_str).collect();
+        let l = take(&spelled, &mut values);
+        criteria.push(format!(
+            "id IN (SELECT intent_id FROM paywatch_intent_transfers WHERE txid IN ({l}))"
+        ));
+    }
+    let filter = if criteria.is_empty() {
+        String::new()
+    } else {
+        format!("WHERE {}", criteria.join(" AND "))
+    };
+    let sql = format!(
+        "SELECT {INTENT_COLUMNS} FROM intents {filter} ORDER BY id DESC LIMIT ${}",
+        values.len() + 1
+    );
+    (sql, values)
+}
+
+/// Open intents a transfer ($1) could belong to, served by
+/// `intents_open_by_amount`. The outer query reads only `intents`, so its
+/// bare column names are the intent's.
+pub(super) fn candidate_intents_sql() -> String {
+    format!(
+        "SELECT {INTENT_COLUMNS} FROM intents i WHERE EXISTS (\
+           SELECT 1 FROM transfers t WHERE t.id = $1 AND t.network = i.network \
+           AND t.asset = i.asset AND t.amount = i.amount_due AND i.created_at <= t.first_seen_at \
+           AND t.to_address <> i.address) \
+         AND i.status IN ('awaiting_payment', 'expired', 'needs_review') \
+         ORDER BY i.id DESC LIMIT $2"
+    )
+}
+
+/// The review queue, oldest first, served by `intents_needing_review`.
+pub(super) fn review_queue_sql() -> String {
+    format!(
+        "SELECT {INTENT_COLUMNS} FROM intents WHERE status = 'needs_review' \
+         ORDER BY updated_at, id LIMIT $1"
+    )
 }

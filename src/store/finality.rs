@@ -8,6 +8,20 @@ use sqlx::Row;
 use super::blocks::to_i64;
 use super::{Store, StoreError, Tx};
 
+/// Queues the intents whose money is not yet final. The predicate is the
+/// partial index `intents_money_open`'s, spelled as it is, so years of
+/// settled intents are not read.
+pub(super) fn queue_money_open_sql(dialect: super::Dialect) -> String {
+    let zero = match dialect {
+        super::Dialect::Postgres => "0",
+        super::Dialect::Sqlite => "'0'",
+    };
+    format!(
+        "INSERT INTO reconcile_queue (network, address) SELECT network, address FROM intents \
+         WHERE network = $1 AND (status = 'confirming' OR amount_pending <> {zero})"
+    )
+}
+
 impl Store {
     /// Records the node's tip and final height. The stored final height
     /// only rises here: a block that stays on the chain stays final when a
@@ -92,13 +106,8 @@ impl Store {
             .bind(now_ms)
             .execute(&mut **tx)
             .await?;
-            let sql = self.sql(
-                "INSERT INTO reconcile_queue (network, address) SELECT network, address FROM intents \
-                 WHERE network = $1 AND (status = 'confirming' OR amount_pending <> NUM($2))",
-            );
-            sqlx::query(&sql)
+            sqlx::query(&queue_money_open_sql(self.dialect()))
                 .bind(network.as_str())
-                .bind("0")
                 .execute(&mut **tx)
                 .await?;
             // The intents' status above may be stale: a reconcile that read

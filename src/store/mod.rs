@@ -15,6 +15,8 @@ mod facts;
 mod feed;
 mod finality;
 mod gaps;
+#[cfg(test)]
+mod index_use;
 mod intents;
 mod invariants;
 mod leases;

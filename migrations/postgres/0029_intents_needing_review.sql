@@ -1,0 +1,4 @@
+-- paywatch: no-transaction
+-- The review queue, oldest first: only the intents waiting for a person,
+-- never the years of settled ones.
+CREATE INDEX CONCURRENTLY IF NOT EXISTS intents_needing_review ON intents (updated_at, id) WHERE status = 'needs_review';
