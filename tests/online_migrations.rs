@@ -159,3 +159,19 @@ async fn an_index_build_that_failed_half_way_is_built_again_by_the_next_migrate(
         "intents_by_address was not built again as the migration says"
     );
 }
+
+/// During a rolling upgrade an instance of the older release restarts on a
+/// database the new release already migrated, and a rollback reinstalls the
+/// older binary: its migrate must accept the migrations it does not know
+/// (it failed with VersionMissing), on both databases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_release_starts_on_a_schema_a_newer_one_migrated() {
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let db = TestDb::new(backend).await;
+        db.store
+            .migrate_until(BEFORE)
+            .await
+            .unwrap_or_else(|e| panic!("{backend:?}: the older release refused: {e}"));
+        db.store.require_current_schema().await.unwrap();
+    }
+}
