@@ -583,7 +583,21 @@ fn render_process(out: &mut Text, scrape: &Scrape) {
         "Time the chain source took to answer one poll for blocks or for finality.",
     );
     for (network, counters, _) in &scrape.watchers {
-        out.histogram(name, network.as_str(), &counters.source_requests);
+        out.histogram(
+            name,
+            &[("network", network.as_str())],
+            &counters.source_requests,
+        );
+    }
+
+    let name = "paywatch_http_request_seconds";
+    out.family(
+        name,
+        "histogram",
+        "Time the API took to answer, per route template and status class (throttled answers included).",
+    );
+    for (route, class, h) in crate::api::latency::by_route() {
+        out.histogram(name, &[("route", &route), ("status", class)], &h);
     }
 
     let name = "paywatch_reconcile_failures_total";
@@ -637,24 +651,25 @@ impl Text {
         let _ = writeln!(self.0, " {value}");
     }
 
-    fn histogram(&mut self, name: &str, network: &str, h: &Histogram) {
+    fn histogram(&mut self, name: &str, labels: &[(&str, &str)], h: &Histogram) {
         let bucket = format!("{name}_bucket");
         let mut cumulative = 0u64;
         for (i, bound) in BUCKETS_US.iter().enumerate() {
             cumulative += h.slots[i].load(Ordering::Relaxed);
-            let le = seconds(*bound);
-            self.sample(&bucket, &[("network", network), ("le", &le)], cumulative);
+            self.bucket(&bucket, labels, &seconds(*bound), cumulative);
         }
         cumulative += h.slots[BUCKETS_US.len()].load(Ordering::Relaxed);
-        self.sample(&bucket, &[("network", network), ("le", "+Inf")], cumulative);
+        self.bucket(&bucket, labels, "+Inf", cumulative);
         let sum = seconds(h.sum_us.load(Ordering::Relaxed));
-        self.sample(&format!("{name}_sum"), &[("network", network)], sum);
+        self.sample(&format!("{name}_sum"), labels, sum);
         // The +Inf bucket's count, not a counter of its own: the two always agree.
-        self.sample(
-            &format!("{name}_count"),
-            &[("network", network)],
-            cumulative,
-        );
+        self.sample(&format!("{name}_count"), labels, cumulative);
+    }
+
+    fn bucket(&mut self, name: &str, labels: &[(&str, &str)], le: &str, count: u64) {
+        let mut all = labels.to_vec();
+        all.push(("le", le));
+        self.sample(name, &all, count);
     }
 }
 
@@ -705,7 +720,7 @@ mod tests {
             h.observe(took);
         }
         let mut t = Text::default();
-        t.histogram("x_seconds", "bitcoin", &h);
+        t.histogram("x_seconds", &[("network", "bitcoin")], &h);
         let expected = "\
 x_seconds_bucket{network=\"bitcoin\",le=\"0.005\"} 2
 x_seconds_bucket{network=\"bitcoin\",le=\"0.01\"} 3

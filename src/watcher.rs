@@ -62,6 +62,8 @@ const WATCH_REFRESH_OVERLAP_MS: i64 = 5 * 60 * 1000;
 const RECENT_OVERLAP_MS: i64 = 5_000;
 /// How often the long look back runs.
 const SWEEP_EVERY_MS: i64 = 60_000;
+/// How often the heights are sampled for the console's lag chart.
+const SAMPLE_EVERY_MS: i64 = 60_000;
 /// Addresses keyed into the watch set between two yields to the runtime.
 const KEYS_PER_YIELD: usize = 512;
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
@@ -88,7 +90,7 @@ pub(crate) async fn run_with_metrics<S: BlockSource>(
     let span = tracing::info_span!("watcher", network = %cfg.network);
     async move {
         let (network_of_cfg, now_of_deps) = (cfg.network, deps.clock.now_ms());
-        let mut watcher = Watcher { cfg, deps, metrics, refreshed_at: None, swept_at: None, stall: stall::StallWatch::new(network_of_cfg, now_of_deps), backoff: Duration::ZERO, cursor_stale: false };
+        let mut watcher = Watcher { cfg, deps, metrics, refreshed_at: None, swept_at: None, stall: stall::StallWatch::new(network_of_cfg, now_of_deps), backoff: Duration::ZERO, cursor_stale: false, sampled_at: None };
         let mut stream: Option<CanonicalStream<S>> = None;
         let new_head = source.head_signal();
         let mut source = Some(source);
@@ -100,6 +102,7 @@ pub(crate) async fn run_with_metrics<S: BlockSource>(
             let stepped = watcher.step(&mut stream, &mut source).await;
             if stepped.is_ok() {
                 watcher.metrics.record_step();
+                watcher.sample_heights().await;
             }
             let wait = match stepped {
                 Ok(Step::Busy) => Duration::ZERO,
@@ -222,6 +225,8 @@ struct Watcher {
     /// after the stream moved on, or another worker moved it): reload it
     /// before anything else is emitted.
     cursor_stale: bool,
+    /// When the heights were last sampled for the console's lag chart.
+    sampled_at: Option<i64>,
 }
 
 impl Watcher {
@@ -471,6 +476,24 @@ impl Watcher {
             start,
             self.cfg.max_reorg_depth,
         ))
+    }
+
+    /// Once a minute, the stored heights as a sample for the console's lag
+    /// chart. A failed write only leaves a gap in the chart.
+    async fn sample_heights(&mut self) {
+        let now = self.now();
+        if self.sampled_at.is_some_and(|at| now - at < SAMPLE_EVERY_MS) {
+            return;
+        }
+        match self
+            .deps
+            .store
+            .record_chain_sample(self.cfg.network, now)
+            .await
+        {
+            Ok(()) => self.sampled_at = Some(now),
+            Err(e) => warn!(error = %e, "could not sample the chain's heights"),
+        }
     }
 
     /// Reads addresses issued since the last look (by any instance) into the

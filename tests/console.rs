@@ -13,6 +13,7 @@ mod common;
 use common::api::{context_with_role_tokens, ApiClient, OPERATOR, STOREFRONT, SUPPORT};
 use common::browser::Browser;
 use common::{Backend, Harness};
+use paywatch::clock::Clock;
 use paywatch::reconcile::{Exception, Status};
 use paywatch_core::{Asset, Network};
 use reqwest::header::{LOCATION, SET_COOKIE};
@@ -287,6 +288,36 @@ async fn support_accepts_a_late_payment_in_the_browser_and_it_leaves_the_queue(b
     let tip = w.h.chain.height().to_string();
     assert!(litecoin.contains("running"), "{litecoin}");
     assert!(litecoin.contains(&tip), "tip {tip}: {litecoin}");
+    // Its lag over the last hour, as a chart drawn from the samples the
+    // watcher takes once a minute; one older than a day is pruned.
+    let now = w.h.clock.now_ms();
+    w.h.store
+        .execute_raw(&format!(
+            "INSERT INTO chain_samples (network, at, tip_height, cursor_height, final_height) \
+             VALUES ('litecoin', {}, 100, 100, 99), ('litecoin', {}, 112, 100, 110), \
+             ('litecoin', {}, 50, 40, 49)",
+            now - 40 * 60_000,
+            now - 20 * 60_000,
+            now - 2 * 24 * 3_600_000,
+        ))
+        .await
+        .unwrap();
+    w.h.store
+        .record_chain_sample(Network::Litecoin, now)
+        .await
+        .unwrap();
+    let kept = w.h.store.chain_samples(Network::Litecoin, 0).await.unwrap();
+    let lags: Vec<Option<u64>> = kept.iter().map(|p| p.lag_blocks()).collect();
+    assert_eq!(lags, [Some(0), Some(12), Some(0)], "{kept:?}");
+    browser.goto(&w.url("/console/watchers")).await;
+    let chart = browser
+        .attribute("#watcher-litecoin .lag-chart svg", "aria-label")
+        .await;
+    assert_eq!(
+        chart.as_deref(),
+        Some("litecoin lag in blocks: now 0, highest 12")
+    );
+
     // An accepted gap is shown, its reason as text.
     w.h.store
         .execute_raw(

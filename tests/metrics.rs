@@ -34,11 +34,13 @@ fn pool(n: u32) -> Vec<String> {
         .collect()
 }
 
-/// The bitcoin dev chain mining every second, metrics off unless `listen`.
-async fn context(db: &TestDb, listen: &str) -> Context {
+/// The bitcoin dev chain mining every second, metrics off unless `listen`,
+/// the API off unless `api`.
+async fn context(db: &TestDb, listen: &str, api: &str) -> Context {
     let mut s = Settings::load(None).expect("defaults load");
     s.database.url = db.url.clone();
     s.metrics.listen = listen.to_owned();
+    s.api.listen = api.to_owned();
     s.rates.fixed.insert("BTC".into(), "50000".into());
     s.devchain.block_secs = 1;
     s.devchain.enabled = true;
@@ -89,21 +91,60 @@ fn alert_rule_metrics() -> BTreeSet<String> {
         let Some(expr) = line.trim().strip_prefix("expr:") else {
             continue;
         };
-        let mut rest = expr;
-        while let Some(at) = rest.find("paywatch_") {
-            let tail = &rest[at..];
-            let end = tail
-                .find(|c: char| !(c.is_ascii_lowercase() || c == '_'))
-                .unwrap_or(tail.len());
-            names.insert(tail[..end].to_owned());
-            rest = &tail[end..];
-        }
+        metric_names(expr, &mut names);
     }
     assert!(
         names.len() >= 5,
         "too few metrics found in {path}: {names:?}"
     );
     names
+}
+
+/// The paywatch metric names in `text`.
+fn metric_names(text: &str, into: &mut BTreeSet<String>) {
+    let mut rest = text;
+    while let Some(at) = rest.find("paywatch_") {
+        let tail = &rest[at..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_lowercase() || c == '_'))
+            .unwrap_or(tail.len());
+        into.insert(tail[..end].to_owned());
+        rest = &tail[end..];
+    }
+}
+
+/// The metric names in every query (`expr`) of the shipped Grafana dashboard.
+fn dashboard_metrics() -> BTreeSet<String> {
+    fn exprs(v: &serde_json::Value, names: &mut BTreeSet<String>) {
+        match v {
+            serde_json::Value::Object(map) => {
+                for (key, value) in map {
+                    match (key.as_str(), value) {
+                        ("expr", serde_json::Value::String(e)) => metric_names(e, names),
+                        _ => exprs(value, names),
+                    }
+                }
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|i| exprs(i, names)),
+            _ => {}
+        }
+    }
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/grafana-dashboard.json");
+    let text = std::fs::read_to_string(path).expect("deploy/grafana-dashboard.json");
+    let json: serde_json::Value = serde_json::from_str(&text).expect("the dashboard is JSON");
+    let mut names = BTreeSet::new();
+    exprs(&json, &mut names);
+    assert!(
+        names.len() >= 15,
+        "too few metrics found in {path}: {names:?}"
+    );
+    names
+}
+
+/// A port free a moment ago, to hand to the daemon.
+fn free_port() -> String {
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    free.local_addr().unwrap().to_string()
 }
 
 /// One parsed sample line: name, labels, value as written.
@@ -217,7 +258,8 @@ async fn get(url: &str) -> (StatusCode, String, String) {
 
 async fn scrape_reports_the_chain_and_intents(b: Backend) {
     let db = TestDb::new(b).await;
-    let ctx = context(&db, "").await;
+    let api = free_port();
+    let ctx = context(&db, "", &api).await;
     let state = MetricsState::new(&ctx);
     let daemon = start(&ctx, state.clone());
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -251,6 +293,18 @@ async fn scrape_reports_the_chain_and_intents(b: Backend) {
             "the dev chain never reached height 2"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // The daemon's API answers a health check: its latency is scraped.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match reqwest::get(format!("http://{api}/healthz")).await {
+            Ok(resp) if resp.status().is_success() => break,
+            _ => {
+                assert!(Instant::now() < deadline, "the API never answered on {api}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
     }
 
     // The chain moves every second: keep a scrape with no block around it.
@@ -397,10 +451,34 @@ async fn scrape_reports_the_chain_and_intents(b: Backend) {
         let at = int(&samples, fresh, labels);
         assert!(at <= now && now - at < 60, "{fresh} {at}, now {now}");
     }
+    // The watcher samples its heights for the console's lag chart.
+    let samples_taken = ctx.store.chain_samples(Network::Bitcoin, 0).await.unwrap();
+    assert!(
+        samples_taken
+            .first()
+            .is_some_and(|s| s.tip_height.is_some() && s.cursor_height.is_some()),
+        "{samples_taken:?}"
+    );
     // The issued address is in the live set; the dev chain has no limit.
     assert!(int(&samples, "paywatch_watch_set_addresses", &btc) >= 1);
     assert_eq!(int(&samples, "paywatch_watch_set_limit", &btc), 0);
 
+    assert!(
+        int(
+            &samples,
+            "paywatch_http_request_seconds_count",
+            &[("route", "/healthz"), ("status", "2xx")]
+        ) >= 1,
+        "{body}"
+    );
+
+    // Every metric the shipped dashboard queries is in a live scrape.
+    for metric in dashboard_metrics() {
+        assert!(
+            samples.iter().any(|(name, _, _)| *name == metric),
+            "deploy/grafana-dashboard.json queries {metric}, which paywatch does not export:\n{body}"
+        );
+    }
     // Every metric the shipped alert rules watch is in a live scrape.
     for metric in alert_rule_metrics() {
         assert!(
@@ -457,7 +535,7 @@ async fn run_serves_metrics_on_metrics_listen_until_shutdown() {
     let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = free.local_addr().unwrap();
     drop(free);
-    let ctx = context(&db, &addr.to_string()).await;
+    let ctx = context(&db, &addr.to_string(), "").await;
     let (stop, stopped) = oneshot::channel::<()>();
     let daemon = Daemon {
         stop,
@@ -498,7 +576,7 @@ async fn a_taken_metrics_port_is_a_startup_error_naming_the_key() {
     let db = TestDb::new(Backend::Sqlite).await;
     let taken = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = taken.local_addr().unwrap().to_string();
-    let ctx = context(&db, &addr).await;
+    let ctx = context(&db, &addr, "").await;
     let err = tokio::time::timeout(
         Duration::from_secs(10),
         app::run_until(ctx, std::future::pending()),

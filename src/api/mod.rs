@@ -9,6 +9,7 @@ mod error;
 mod events;
 mod health;
 mod intent_view;
+pub(crate) mod latency;
 mod operator;
 mod query;
 mod storefront;
@@ -122,6 +123,8 @@ pub fn router(state: ApiState) -> Router {
             state.clone(),
             throttle::throttle,
         ))
+        // Outermost: a throttled answer is timed too.
+        .layer(axum::middleware::from_fn(latency::observe))
         .with_state(state)
 }
 

@@ -99,6 +99,7 @@ td{overflow-wrap:anywhere}\
 .actions form{border:1px solid #ccc;background:#fff;padding:.6em;width:20em}\
 .actions label{display:block;margin:.3em 0}\
 .actions input,.actions textarea{width:100%;box-sizing:border-box}\
+.muted{color:#666}.spark{color:#1d5fa8;display:block}\
 </style>";
 
 /// A whole page: the navigation for a signed-in `who`, then `body`.

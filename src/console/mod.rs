@@ -12,6 +12,7 @@
 
 mod actions;
 mod case;
+mod chart;
 mod csrf;
 mod find;
 mod html;

@@ -1,13 +1,17 @@
-//! Watcher health: per enabled network, what `GET /v1/watchers` reports.
+//! Watcher health: per enabled network, what `GET /v1/watchers` reports,
+//! and its lag over the last hour as a small chart.
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 
+use super::chart;
 use super::html::{self, or_dash, Html};
 use super::session::{self, VIEWERS};
 use super::time::utc;
 use crate::api::{watcher_health, ApiState};
+
+const HOUR_MS: i64 = 60 * 60 * 1000;
 
 pub(crate) async fn page(
     State(s): State<ApiState>,
@@ -25,26 +29,51 @@ pub(crate) async fn page(
     } else {
         h.raw("<table id=\"watchers\"><thead><tr><th>Network</th><th>State</th>")
             .raw("<th>Tip</th><th>Cursor</th><th>Final height</th><th>Lag (blocks)</th>")
-            .raw("<th>Last error</th><th>Updated</th></tr></thead><tbody>");
+            .raw("<th>Lag, last hour</th><th>Last error</th><th>Updated</th></tr></thead><tbody>");
+        let now = s.ctx.clock.now_ms();
+        let hour_ago = now - HOUR_MS;
         for w in &watchers {
+            // A chart that cannot be read is left out, never the table.
+            let samples = s
+                .ctx
+                .store
+                .chain_samples(w.network, hour_ago)
+                .await
+                .unwrap_or_default();
+            let lags: Vec<(i64, u64)> = samples
+                .iter()
+                .filter_map(|p| Some((p.at_ms, p.lag_blocks()?)))
+                .collect();
+            let mut chart = Html::new();
+            chart::sparkline(
+                &mut chart,
+                &format!("{} lag in blocks", w.network.as_str()),
+                hour_ago,
+                now,
+                &lags,
+            );
             h.raw("<tr id=\"watcher-")
                 .text(w.network.as_str())
                 .raw("\">");
             match &w.status {
-                Some(c) => h.cells(&[
-                    &w.network.as_str(),
-                    &c.watcher_state,
-                    &or_dash(c.tip_height),
-                    &or_dash(c.cursor_height),
-                    &or_dash(c.final_height),
-                    &or_dash(w.lag_blocks()),
-                    &or_dash(c.last_error.as_deref()),
-                    &utc(c.updated_at_ms),
-                ]),
+                Some(c) => h
+                    .cells(&[
+                        &w.network.as_str(),
+                        &c.watcher_state,
+                        &or_dash(c.tip_height),
+                        &or_dash(c.cursor_height),
+                        &or_dash(c.final_height),
+                        &or_dash(w.lag_blocks()),
+                    ])
+                    .raw("<td class=\"lag-chart\">")
+                    .append(&chart)
+                    .raw("</td>")
+                    .cells(&[&or_dash(c.last_error.as_deref()), &utc(c.updated_at_ms)]),
                 // Enabled, but its watcher has recorded nothing yet.
                 None => h.cells(&[
                     &w.network.as_str(),
                     &"starting",
+                    &"—",
                     &"—",
                     &"—",
                     &"—",

@@ -156,6 +156,11 @@ const POSTGRES: Embedded = &[
         "intents needing review",
         include_str!("../../migrations/postgres/0029_intents_needing_review.sql"),
     ),
+    (
+        30,
+        "chain samples",
+        include_str!("../../migrations/postgres/0030_chain_samples.sql"),
+    ),
 ];
 const SQLITE: Embedded = &[
     (
@@ -302,6 +307,11 @@ const SQLITE: Embedded = &[
         29,
         "intents needing review",
         include_str!("../../migrations/sqlite/0029_intents_needing_review.sql"),
+    ),
+    (
+        30,
+        "chain samples",
+        include_str!("../../migrations/sqlite/0030_chain_samples.sql"),
     ),
 ];
 

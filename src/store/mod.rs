@@ -26,6 +26,7 @@ mod migrations;
 mod queue;
 mod rescan;
 mod run_lock;
+mod samples;
 mod sessions;
 mod settlements;
 mod transfers;
@@ -57,6 +58,7 @@ pub use ledger::{AccountBalance, LedgerEntry};
 pub(crate) use rescan::RescanProgress;
 pub use rescan::{RescanOutcome, RescanRefusal, RescanRequest};
 pub use run_lock::{RunLock, RunLockError};
+pub use samples::ChainSample;
 pub(crate) use settlements::{
     LedgerPosting, NewSettlement, OutboxEvent, FEED_CHANNEL, WEBHOOK_CHANNEL,
 };
