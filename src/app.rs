@@ -43,6 +43,12 @@ pub enum AppError {
     ApiTokens(#[from] crate::api::TokenConfigError),
     #[error(transparent)]
     RunLock(#[from] crate::store::RunLockError),
+    #[error(
+        "networks.{network} is not enabled, but {open} intents on it are still open (awaiting \
+         payment or confirming): payments to them would not be seen. Enable it again, or set \
+         networks.{network}.leave_open_intents_unwatched = true to start anyway"
+    )]
+    OpenIntentsUnwatched { network: String, open: i64 },
 }
 
 /// What a command may do to the schema.
@@ -166,6 +172,7 @@ pub async fn run_until_with_metrics(
         })?;
     // Again here: settings built in code never went through load.
     ctx.settings.check_sources()?;
+    refuse_unwatched_open_intents(&ctx).await?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let progress = Arc::new(Notify::new());
     let mut tasks = JoinSet::new();
@@ -371,6 +378,32 @@ pub async fn run_until_with_metrics(
     let _ = stop_tx.send(true);
     while tasks.join_next().await.is_some() {}
     ctx.store.close().await;
+    Ok(())
+}
+
+/// A network switched off while customers can still pay its intents would
+/// leave those payments unseen, silently: refused unless the operator says
+/// so for that network. Several instances may enable different networks,
+/// but each must say so for what it leaves off.
+async fn refuse_unwatched_open_intents(ctx: &Context) -> Result<(), AppError> {
+    let enabled = ctx.settings.enabled_networks();
+    for (name, open) in ctx.store.open_intents_by_network().await? {
+        let network = name.parse::<Network>().ok();
+        if network.is_some_and(|n| enabled.contains(&n)) {
+            continue;
+        }
+        let accepted = network
+            .and_then(|n| ctx.settings.network(n))
+            .is_some_and(|ns| ns.leave_open_intents_unwatched);
+        if accepted {
+            warn!(network = %name, open, "network off with open intents; payments to them are not seen");
+        } else {
+            return Err(AppError::OpenIntentsUnwatched {
+                network: name,
+                open,
+            });
+        }
+    }
     Ok(())
 }
 

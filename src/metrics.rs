@@ -217,6 +217,7 @@ impl MetricsState {
                 None => intents.push((status, n)),
             }
         }
+        let open = self.store.open_intents_by_network().await?;
         let backlog = self.store.operations_backlog().await?;
         let free = backlog.free_pool_addresses;
         let pools = self
@@ -229,6 +230,7 @@ impl MetricsState {
         Ok(Stored {
             chains,
             intents,
+            open,
             reversed,
             pools,
             webhooks_pending: backlog.webhooks_pending,
@@ -269,6 +271,9 @@ struct Stored {
     /// A status is None until the watcher first starts on this database.
     chains: Vec<(Network, Option<ChainStatus>)>,
     intents: Vec<(String, i64)>,
+    /// Open intents (awaiting payment or confirming) per network with any,
+    /// whether or not the network is enabled.
+    open: Vec<(String, i64)>,
     /// Intents whose settled money a reorg took back.
     reversed: i64,
     /// Free addresses of each network that issues from a pool.
@@ -337,6 +342,8 @@ const METRICS_CONNECTIONS_PER_CLIENT: usize = 8;
 type HeightOf = fn(&ChainStatus) -> Option<u64>;
 /// A watcher's in-memory count.
 type CountOf = fn(&WatcherMetrics) -> u64;
+/// A figure of a network's live watch set.
+type WatchOf = fn(&WatchGauge) -> usize;
 
 fn render(scrape: &Scrape) -> String {
     let mut out = Text::default();
@@ -449,6 +456,15 @@ fn render_stored(out: &mut Text, stored: &Stored) {
     for (status, n) in &stored.intents {
         out.sample("paywatch_intents", &[("status", status)], n);
     }
+    let name = "paywatch_intents_open";
+    out.family(
+        name,
+        "gauge",
+        "Open intents (awaiting payment or confirming) per network, enabled or not; a network switched off with open intents has no watcher series.",
+    );
+    for (network, n) in &stored.open {
+        out.sample(name, &[("network", network)], n);
+    }
     let review = stored
         .intents
         .iter()
@@ -543,26 +559,24 @@ fn render_process(out: &mut Text, scrape: &Scrape) {
         }
     }
 
-    let name = "paywatch_watch_set_addresses";
-    out.family(
-        name,
-        "gauge",
-        "Addresses in this process's live watch set (filled while it holds the network's lease).",
-    );
-    for (network, _, watch) in &scrape.watchers {
-        if let Some(w) = watch {
-            out.sample(name, &[("network", network.as_str())], w.set.len());
-        }
-    }
-    let name = "paywatch_watch_set_limit";
-    out.family(
-        name,
-        "gauge",
-        "The most addresses the network's source may watch (an Electrum server's max_subscriptions); 0 when unlimited.",
-    );
-    for (network, _, watch) in &scrape.watchers {
-        if let Some(w) = watch {
-            out.sample(name, &[("network", network.as_str())], w.limit.unwrap_or(0));
+    let watch_gauges: [(&str, &str, WatchOf); 2] = [
+        (
+            "paywatch_watch_set_addresses",
+            "Addresses in this process's live watch set (filled while it holds the network's lease).",
+            |w| w.set.len(),
+        ),
+        (
+            "paywatch_watch_set_limit",
+            "The most addresses the network's source may watch (an Electrum server's max_subscriptions); 0 when unlimited.",
+            |w| w.limit.unwrap_or(0),
+        ),
+    ];
+    for (name, help, value) in watch_gauges {
+        out.family(name, "gauge", help);
+        for (network, _, watch) in &scrape.watchers {
+            if let Some(w) = watch {
+                out.sample(name, &[("network", network.as_str())], value(w));
+            }
         }
     }
 
@@ -762,6 +776,7 @@ x_seconds_count{network=\"bitcoin\"} 5
             stored: Some(Stored {
                 chains: vec![(Network::Bitcoin, None)],
                 intents: vec![("needs_review".into(), 2)],
+                open: vec![("tron".into(), 5)],
                 reversed: 1,
                 pools: vec![(Network::Bitcoin, 7)],
                 webhooks_pending: 3,
@@ -783,6 +798,7 @@ x_seconds_count{network=\"bitcoin\"} 5
         assert!(text.contains("paywatch_webhook_deliveries_pending 3\n"));
         assert!(text.contains("paywatch_webhook_oldest_pending_seconds 90\n"));
         assert!(text.contains("paywatch_reconcile_queue_depth 4\n"));
+        assert!(text.contains("paywatch_intents_open{network=\"tron\"} 5\n"));
         // Nothing stepped yet: no freshness to report.
         assert!(!text.contains("paywatch_watcher_last_step_timestamp_seconds{"));
     }

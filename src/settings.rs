@@ -149,6 +149,10 @@ pub struct NetworkSettings {
     /// Show payments waiting in the node's mempool as `confirming`.
     #[serde(default = "yes")]
     pub mempool: bool,
+    /// Start even though this network is off and intents on it are still
+    /// open: the operator accepts that payments to them are not seen.
+    #[serde(default)]
+    pub leave_open_intents_unwatched: bool,
     /// Account-level extended public key that fresh addresses are derived
     /// from (BIP84 zpub/xpub for Bitcoin and Litecoin). Without one,
     /// addresses come from imported pools only.

@@ -356,6 +356,10 @@ async fn scrape_reports_the_chain_and_intents(b: Backend) {
         );
     }
     assert_eq!(int(&samples, "paywatch_review_queue", &[]), 0);
+    assert_eq!(
+        int(&samples, "paywatch_intents_open", &[("network", "bitcoin")]),
+        1
+    );
 
     let btc = [("network", "bitcoin")];
     let tip = chain.tip_height.unwrap();

@@ -71,3 +71,19 @@ impl Store {
         Ok(backlog)
     }
 }
+
+impl Store {
+    /// Open intents (awaiting payment or confirming) per network, networks
+    /// with none left out: what a switched-off network leaves unwatched.
+    pub async fn open_intents_by_network(&self) -> Result<Vec<(String, i64)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT network, COUNT(*) AS n FROM intents \
+             WHERE status IN ('awaiting_payment', 'confirming') GROUP BY network ORDER BY network",
+        )
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("network")?, r.try_get("n")?)))
+            .collect()
+    }
+}
