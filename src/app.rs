@@ -54,12 +54,16 @@ pub enum AppError {
 /// What a command may do to the schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Schema {
-    /// Bring it up to this binary's migrations (`run`, `migrate`, commands
-    /// that write).
+    /// Bring it up to this binary's migrations: `paywatch migrate`, and
+    /// `run` on SQLite under its run lock.
     Migrate,
     /// Require it to be at least this binary's, changing nothing: commands
     /// that only read, so a new binary's `paywatch status` upgrades nothing.
     Current,
+    /// Create the schema in a database that has none (nobody can be using
+    /// it); otherwise as [`Schema::Current`]: `run` on PostgreSQL and the
+    /// commands that write, so an upgrade is always its own step.
+    CreateOrCurrent,
 }
 
 /// Everything built from settings, shared by `run` and the one-shot commands.
@@ -86,6 +90,7 @@ impl Context {
         match schema {
             Schema::Migrate => store.migrate().await?,
             Schema::Current => store.require_current_schema().await?,
+            Schema::CreateOrCurrent => store.create_or_require_current_schema().await?,
         }
         // "Now" for money decisions is the database's, so every instance
         // sharing it agrees on what is late.

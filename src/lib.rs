@@ -19,6 +19,7 @@ pub mod metrics;
 mod pasted;
 pub mod payment_uri;
 pub mod reconcile;
+pub mod restore;
 pub mod settings;
 pub mod store;
 mod text;

@@ -60,6 +60,30 @@ enum Command {
     /// The configuration itself.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// A consistent copy of a SQLite database in a new file, taken while
+    /// paywatch runs (SQLite's VACUUM INTO), whatever its schema: take one
+    /// before an upgrade. On PostgreSQL, refused: back up with the server's
+    /// own tools (README, "Backups and restores").
+    Backup {
+        /// The file to write; refused if it exists.
+        #[arg(long)]
+        to: std::path::PathBuf,
+    },
+    /// After restoring the database from a copy older than its last write,
+    /// before starting any instance: marks every address the lost window
+    /// could have issued as issued (watched, never issued again), moves every
+    /// id a third party keeps and the feed's cursor past the window, and
+    /// tells the storefront on the feed (README, "Backups and restores").
+    RestoreCheck {
+        /// When the copy was taken (RFC 3339, or unix milliseconds); by
+        /// default the newest moment the database holds a trace of.
+        #[arg(long)]
+        lost_since: Option<String>,
+        /// Addresses to mark per network instead of the estimate (twice
+        /// the busiest hour's issuing for every hour of the window).
+        #[arg(long)]
+        addresses: Option<i64>,
+    },
     /// Print the SHA-256 (hex) of a bearer token read from stdin, for
     /// api.tokens.<role>: the configuration holds hashes, never tokens. A
     /// token shorter than 32 characters is refused: use new-token.
@@ -198,6 +222,10 @@ enum TransferCommand {
         address: Option<String>,
         #[arg(long, default_value_t = 50)]
         limit: i64,
+        /// Only payments to addresses a restore-check marked as issued in a
+        /// lost window: no intent knows them, a person attributes them.
+        #[arg(long)]
+        lost_window: bool,
     },
 }
 
@@ -447,6 +475,14 @@ async fn run() -> anyhow::Result<()> {
         );
     }
     let settings = Settings::load(cli.config.as_deref())?;
+    if let Command::Backup { to } = &cli.command {
+        // Neither migrated nor checked: a backup is what one takes first.
+        let store = paywatch::store::Store::connect(&settings.database.url).await?;
+        let bytes = store.backup_to(to).await?;
+        store.close().await;
+        println!("backed up to {} ({bytes} bytes)", to.display());
+        return Ok(());
+    }
     let reads_only = matches!(
         cli.command,
         Command::Status
@@ -455,18 +491,48 @@ async fn run() -> anyhow::Result<()> {
             | Command::Transfers(TransferCommand::List { .. })
             | Command::Balance(BalanceCommand::Show { .. })
     );
+    // Only `migrate` upgrades a schema in use, so a rolling upgrade decides
+    // when; SQLite's one instance upgrades at start, under the run lock that
+    // keeps a second process (a live daemon) off the file.
+    let sqlite_run_lock = match cli.command {
+        Command::Run => paywatch::store::RunLock::acquire(&settings.database.url).await?,
+        _ => None,
+    };
     let schema = if reads_only {
         app::Schema::Current
-    } else {
+    } else if matches!(cli.command, Command::Migrate) || sqlite_run_lock.is_some() {
         app::Schema::Migrate
+    } else {
+        app::Schema::CreateOrCurrent
     };
     let ctx = Context::build_with(settings, schema).await?;
+    // `run` takes it again for as long as it runs.
+    drop(sqlite_run_lock);
     match cli.command {
         Command::Run => app::run(ctx).await?,
         Command::Extract { .. }
         | Command::HashToken
         | Command::NewToken { .. }
-        | Command::Config(_) => {} // answered above, without a database
+        | Command::Config(_)
+        | Command::Backup { .. } => {} // answered above
+        Command::RestoreCheck {
+            lost_since,
+            addresses,
+        } => {
+            // On SQLite, no daemon may hold the file meanwhile.
+            let lock = paywatch::store::RunLock::acquire(&ctx.settings.database.url).await?;
+            let plan = paywatch::restore::RestorePlan {
+                lost_since_ms: lost_since.as_deref().map(parse_instant).transpose()?,
+                addresses_per_network: addresses,
+                now_ms: ctx.clock.now_ms(),
+                holds_run_lock: lock.is_some(),
+            };
+            let report =
+                paywatch::restore::restore_check(&ctx.store, ctx.intents.derivers(), plan).await?;
+            for line in report.lines() {
+                println!("{line}");
+            }
+        }
         Command::Migrate => println!("migrations applied ({})", ctx.store.dialect().as_str()),
         Command::Intent(c) => intent(&ctx, c).await?,
         Command::Balance(c) => balance(&ctx, c).await?,
@@ -511,9 +577,29 @@ async fn run() -> anyhow::Result<()> {
             );
         }
         Command::Transfers(TransferCommand::List {
+            lost_window: true,
+            limit,
+            ..
+        }) => {
+            for t in ctx.store.lost_window_transfers(limit).await? {
+                println!(
+                    "{} {} {} -> {} {} {} height {} (address marked at {} ms)",
+                    t.transfer_id,
+                    t.network,
+                    t.txid,
+                    t.to_address,
+                    t.amount,
+                    t.asset,
+                    t.block_height,
+                    t.marked_at_ms
+                );
+            }
+        }
+        Command::Transfers(TransferCommand::List {
             network,
             address,
             limit,
+            ..
         }) => {
             let network = network.map(|n| n.parse::<Network>()).transpose()?;
             for t in ctx
@@ -774,4 +860,36 @@ fn print_intent(i: &IntentRecord) {
         pend = i.amount_pending.to_decimal_string(d),
         exp = i.expires_at_ms,
     );
+}
+
+/// Unix milliseconds, or a UTC time as `2026-12-05T01:00:00Z`.
+fn parse_instant(text: &str) -> anyhow::Result<i64> {
+    if let Ok(ms) = text.parse::<i64>() {
+        return Ok(ms);
+    }
+    let bad = || {
+        anyhow::anyhow!("--lost-since {text:?}: give unix milliseconds or a UTC time such as 2026-12-05T01:00:00Z")
+    };
+    let t = text.strip_suffix('Z').ok_or_else(bad)?;
+    let (date, time) = t.split_once('T').ok_or_else(bad)?;
+    let num = |s: &str| s.parse::<i64>().map_err(|_| bad());
+    let d: Vec<&str> = date.split('-').collect();
+    let h: Vec<&str> = time.split(':').collect();
+    if d.len() != 3 || h.len() != 3 {
+        return Err(bad());
+    }
+    let (y, m, day) = (num(d[0])?, num(d[1])?, num(d[2])?);
+    let (hh, mm, ss) = (num(h[0])?, num(h[1])?, num(h[2])?);
+    if !(1..=12).contains(&m) || !(1..=31).contains(&day) || hh > 23 || mm > 59 || ss > 60 {
+        return Err(bad());
+    }
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Ok(((days * 24 + hh) * 60 + mm) * 60_000 + ss * 1000)
 }

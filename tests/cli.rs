@@ -1693,3 +1693,169 @@ fn a_command_that_only_reads_never_migrates_and_says_to_run_migrate() {
     assert!(count(&url, newest) > 22);
     run(&config, &["status"]).ok();
 }
+
+/// `paywatch backup` copies a SQLite database while the daemon writes to it,
+/// into a new file that is a whole paywatch database; it never overwrites a
+/// file, and on PostgreSQL it points to the server's own tools.
+#[test]
+fn backup_copies_a_live_sqlite_database_and_points_postgres_to_its_own_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dev_chain_config(dir.path(), "");
+    let c = config.as_path();
+    let id = intent_id(&create(c, "order", "backup-1", "BTC", "bitcoin", "50").ok());
+    let daemon = Daemon::start(c, dir.path().join("backup.log"));
+    wait_until_paid(c, &id, &daemon, Duration::from_secs(40));
+
+    // Taken while the daemon mines and records blocks.
+    let copy = dir.path().join("copy.db");
+    let said = run(c, &["backup", "--to", copy.to_str().unwrap()]).ok();
+    assert!(
+        said.starts_with(&format!("backed up to {}", copy.display())),
+        "{said}"
+    );
+    let again = run(c, &["backup", "--to", copy.to_str().unwrap()]).fails();
+    assert!(
+        again.contains("exists") && again.contains("never overwrites"),
+        "{again}"
+    );
+    let status = daemon.terminate(Duration::from_secs(10));
+    assert!(status.success(), "paywatch run exited with {status}");
+
+    // The copy is a paywatch database: the paid order, and the money rules.
+    let restored = write(
+        &dir.path().join("restored.toml"),
+        &format!("[database]\nurl = \"{}\"\n", sqlite_url(&copy)),
+    );
+    let shown = run(&restored, &["intent", "show", &id]).ok();
+    assert!(
+        shown.lines().any(|l| l.trim() == "status paid"),
+        "the copy lost the payment:\n{shown}"
+    );
+    let checked = run(&restored, &["check"]).ok();
+    assert!(checked.starts_with("ok:"), "{checked}");
+
+    // Restored in place of the original, the copy is moved past what the
+    // original went on to issue before it starts.
+    let moved = run(
+        &restored,
+        &["restore-check", "--lost-since", "2026-12-05T01:00:00Z"],
+    )
+    .ok();
+    assert!(
+        moved.starts_with("restore 1: the lost window starts at 1796432400000 ms"),
+        "{moved}"
+    );
+    assert!(
+        moved
+            .lines()
+            .any(|l| l.starts_with("bitcoin: ") && l.contains("marked ")),
+        "{moved}"
+    );
+    assert!(moved.contains("intents: next id 1000000002"), "{moved}");
+    let bad = run(&restored, &["restore-check", "--lost-since", "yesterday"]).fails();
+    assert!(bad.contains("--lost-since \"yesterday\""), "{bad}");
+
+    let pg = write(
+        &dir.path().join("pg.toml"),
+        &format!("[database]\nurl = \"{}\"\n", fresh_postgres_database()),
+    );
+    let refused = run(
+        &pg,
+        &["backup", "--to", dir.path().join("pg.db").to_str().unwrap()],
+    )
+    .fails();
+    assert!(
+        refused.contains("pg_basebackup") && refused.contains("Backups and restores"),
+        "{refused}"
+    );
+}
+
+/// Upgrades are their own step (issue 21, found 3): on PostgreSQL `run` and
+/// the commands that write refuse a schema older than theirs, naming
+/// `paywatch migrate`, and change nothing; they still create the schema in
+/// an empty database. On SQLite `run` upgrades the file only once it holds
+/// the run lock, so never under a live daemon.
+#[test]
+fn only_migrate_upgrades_a_schema_in_use_and_sqlite_upgrades_under_the_run_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let newest = "SELECT MAX(version) FROM _sqlx_migrations";
+
+    let pg = fresh_postgres_database();
+    runtime().block_on(async {
+        let store = Store::connect(&pg).await.unwrap();
+        store.migrate_until(22).await.unwrap();
+        store.close().await;
+    });
+    let config = write(
+        &dir.path().join("pg.toml"),
+        &format!("[database]\nurl = \"{pg}\"\n\n[rates.fixed]\nBTC = \"50000\"\n"),
+    );
+    for args in [
+        &["run"][..],
+        &[
+            "intent",
+            "create",
+            "--kind",
+            "order",
+            "--reference",
+            "u-1",
+            "--account",
+            "a",
+            "--asset",
+            "BTC",
+            "--network",
+            "bitcoin",
+            "--usd",
+            "10",
+        ],
+        &["restore-check"],
+    ] {
+        let said = run(&config, args).fails();
+        assert!(
+            said.contains("schema is at migration 22") && said.contains("paywatch migrate"),
+            "{args:?}: {said}"
+        );
+        assert_eq!(count(&pg, newest), 22, "{args:?} changed the schema");
+    }
+    run(&config, &["migrate"]).ok();
+    assert!(count(&pg, newest) > 22);
+
+    // An empty database gets its schema from the first command that writes.
+    let empty = fresh_postgres_database();
+    let config = write(
+        &dir.path().join("empty.toml"),
+        &format!("[database]\nurl = \"{empty}\"\n"),
+    );
+    let pool = write(&dir.path().join("btc.txt"), &BTC_POOL.join("\n"));
+    run(
+        &config,
+        &[
+            "addresses",
+            "import",
+            "--network",
+            "bitcoin",
+            "--file",
+            pool.to_str().unwrap(),
+        ],
+    )
+    .ok();
+    assert!(count(&empty, newest) > 22);
+
+    // SQLite: a daemon of the older release holds the file.
+    let db = dir.path().join("paywatch.db");
+    let url = sqlite_url(&db);
+    let held = runtime().block_on(async {
+        let store = Store::connect(&url).await.unwrap();
+        store.migrate_until(22).await.unwrap();
+        store.close().await;
+        paywatch::store::RunLock::acquire(&url).await.unwrap()
+    });
+    let config = write(
+        &dir.path().join("sqlite.toml"),
+        &format!("[database]\nurl = \"{url}\"\n"),
+    );
+    let said = run(&config, &["run"]).fails();
+    assert!(said.contains("another paywatch run"), "{said}");
+    assert_eq!(count(&url, newest), 22, "run migrated under a live daemon");
+    drop(held);
+}

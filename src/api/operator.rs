@@ -105,7 +105,26 @@ pub(crate) async fn review_queue(
             })
         })
         .collect();
-    Ok(Json(json!({"items": items})))
+    let lost: Vec<Value> = s
+        .ctx
+        .store
+        .lost_window_transfers(limit)
+        .await?
+        .iter()
+        .map(|t| {
+            json!({
+                "transfer_id": t.transfer_id,
+                "network": t.network,
+                "asset": t.asset,
+                "txid": t.txid,
+                "to_address": t.to_address,
+                "amount": t.amount,
+                "block_height": t.block_height.to_string(),
+                "address_marked_at_ms": t.marked_at_ms,
+            })
+        })
+        .collect();
+    Ok(Json(json!({"items": items, "lost_window_transfers": lost})))
 }
 
 /// One enabled network's watcher, as its last progress recorded it.

@@ -10,6 +10,7 @@ use super::parts::{amount_due, case_link, transfer_amount, transfer_state, what}
 use super::session::{self, VIEWERS};
 use super::time::age;
 use crate::api::{queue_items, ApiState, QueueItem};
+use crate::store::LostWindowTransfer;
 
 /// As many as a person can work through on one page; the API pages further.
 const SHOWN: i64 = 200;
@@ -39,7 +40,42 @@ pub(crate) async fn page(
         }
         h.raw("</tbody></table>");
     }
+    let lost = s
+        .ctx
+        .store
+        .lost_window_transfers(SHOWN)
+        .await
+        .map_err(|e| html::error_page(&e.into(), Some(role)))?;
+    lost_window(&mut h, &lost);
     Ok(html::page(StatusCode::OK, "Review queue", Some(role), &h))
+}
+
+/// Payments to addresses a restore-check marked: no intent here knows them,
+/// so the storefront's records say whose they are.
+fn lost_window(h: &mut Html, lost: &[LostWindowTransfer]) {
+    if lost.is_empty() {
+        return;
+    }
+    h.raw("<h2>Payments to addresses issued in a lost window</h2><p>")
+        .text(lost.len())
+        .raw(
+            " payments to addresses handed out after the restored copy was taken: \
+             find their orders in the storefront's records.</p><table id=\"lost-window\">\
+             <thead><tr><th>Transfer</th><th>Network</th><th>To</th><th>Amount</th>\
+             <th>Transaction</th><th>Height</th></tr></thead><tbody>",
+        );
+    for t in lost {
+        h.raw("<tr>").cells(&[
+            &t.transfer_id,
+            &t.network,
+            &t.to_address,
+            &format!("{} {} base units", t.amount, t.asset),
+            &t.txid,
+            &t.block_height,
+        ]);
+        h.raw("</tr>");
+    }
+    h.raw("</tbody></table>");
 }
 
 fn row(h: &mut Html, item: &QueueItem) {

@@ -190,6 +190,11 @@ impl IntentService {
         }
     }
 
+    /// The networks that derive their addresses, with their keys.
+    pub fn derivers(&self) -> &HashMap<Network, Arc<dyn AddressDeriver>> {
+        &self.derivers
+    }
+
     /// Validates, quotes and allocates; writes the intent and takes its
     /// address in one transaction, so a failure leaves nothing behind.
     pub async fn create(&self, req: &NewIntent) -> Result<IntentRecord, IntentError> {

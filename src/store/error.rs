@@ -12,11 +12,15 @@ pub enum StoreError {
     /// A command that only reads met a schema older than this binary's: it
     /// upgrades nothing behind an operator's back.
     #[error(
-        "the database schema is at migration {}, and this paywatch reads migration {need}: \
-         run `paywatch migrate` first (a command that only reads never migrates)",
+        "the database schema is at migration {}, and this paywatch needs migration {need}: \
+         run `paywatch migrate` first (only `paywatch migrate` upgrades a schema in use, and \
+         `paywatch run` on SQLite, under its run lock; README, Upgrades)",
         at.map_or_else(|| "none".to_owned(), |v| v.to_string())
     )]
     SchemaBehind { at: Option<i64>, need: i64 },
+    /// `paywatch backup` cannot write the copy asked for.
+    #[error("{0}")]
+    BackupRefused(String),
     /// A fenced write after its lease was taken over: nothing was written.
     #[error("the {network} watcher lease (token {token}) is no longer held{}: nothing was written", current.map(|t| format!("; token {t} holds it now")).unwrap_or_default())]
     LeaseLost {

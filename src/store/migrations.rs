@@ -161,6 +161,11 @@ const POSTGRES: Embedded = &[
         "chain samples",
         include_str!("../../migrations/postgres/0030_chain_samples.sql"),
     ),
+    (
+        31,
+        "restores",
+        include_str!("../../migrations/postgres/0031_restores.sql"),
+    ),
 ];
 const SQLITE: Embedded = &[
     (
@@ -312,6 +317,11 @@ const SQLITE: Embedded = &[
         30,
         "chain samples",
         include_str!("../../migrations/sqlite/0030_chain_samples.sql"),
+    ),
+    (
+        31,
+        "restores",
+        include_str!("../../migrations/sqlite/0031_restores.sql"),
     ),
 ];
 

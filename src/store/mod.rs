@@ -4,6 +4,7 @@
 //! [`Dialect`], so the same queries, and the same story tests, run on both.
 
 mod addresses;
+mod backup;
 mod blocks;
 mod cases;
 mod contract;
@@ -25,6 +26,7 @@ mod metrics_read;
 mod migrations;
 mod queue;
 mod rescan;
+mod restore;
 mod run_lock;
 mod samples;
 mod sessions;
@@ -57,6 +59,8 @@ pub use leases::{Lease, LeaseHolder};
 pub use ledger::{AccountBalance, LedgerEntry};
 pub(crate) use rescan::RescanProgress;
 pub use rescan::{RescanOutcome, RescanRefusal, RescanRequest};
+pub use restore::LostWindowTransfer;
+pub(crate) use restore::KEPT_IDS;
 pub use run_lock::{RunLock, RunLockError};
 pub use samples::ChainSample;
 pub(crate) use settlements::{
@@ -173,6 +177,15 @@ impl Store {
             Ok(())
         } else {
             Err(StoreError::SchemaBehind { at, need })
+        }
+    }
+
+    /// Applies every migration to a database with none; otherwise the same
+    /// as [`Store::require_current_schema`].
+    pub async fn create_or_require_current_schema(&self) -> Result<(), StoreError> {
+        match migrations::applied(&self.pool).await? {
+            None => self.migrate().await,
+            Some(_) => self.require_current_schema().await,
         }
     }
 

@@ -208,10 +208,22 @@ impl Store {
         events: &[OutboxEvent],
         now_ms: i64,
     ) -> Result<(), StoreError> {
+        self.insert_outbox_from(tx, events, now_ms, 0).await
+    }
+
+    /// [`insert_outbox`](Self::insert_outbox), with cursors at or above
+    /// `floor`: the feed jumps past a restore's lost window.
+    pub(crate) async fn insert_outbox_from(
+        &self,
+        tx: &mut Tx,
+        events: &[OutboxEvent],
+        now_ms: i64,
+        floor: i64,
+    ) -> Result<(), StoreError> {
         if events.is_empty() {
             return Ok(());
         }
-        let first = self.draw_feed_numbers(tx, events.len()).await?;
+        let first = self.draw_feed_numbers(tx, events.len()).await?.max(floor);
         let rows: Vec<OutboxRow<'_>> = events
             .iter()
             .zip(first..)

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use paywatch::clock::{Clock, ManualClock};
 use paywatch::ingest::Ingest;
 use paywatch::intents::{
-    FixedRates, IntentError, IntentPolicy, IntentService, NewIntent, RateBook,
+    AddressDeriver, FixedRates, IntentError, IntentPolicy, IntentService, NewIntent, RateBook,
 };
 use paywatch::reconcile::{PassReport, Reconciler, Tolerance};
 use paywatch::store::{IntentRecord, Store};
@@ -237,8 +237,15 @@ impl Harness {
         chain.set_confirmations(confirmations);
         chain.set_block_time(T0_MS / 1000);
         let watch = Arc::new(WatchSet::new(network));
-        let (intents, ingest, reconciler) =
-            components(&store, &clock, network, &watch, &tolerance, &rates);
+        let (intents, ingest, reconciler) = components(
+            &store,
+            &clock,
+            network,
+            &watch,
+            &tolerance,
+            &rates,
+            HashMap::new(),
+        );
         store.ensure_chain_state(network, T0_MS).await.unwrap();
         let max_depth = 20;
         let start_height = chain.height();
@@ -310,6 +317,7 @@ impl Harness {
             &watch,
             &self.tolerance,
             &self.rates,
+            self.intents.derivers().clone(),
         );
         self.db.store = store.clone();
         self.store = store;
@@ -318,6 +326,35 @@ impl Harness {
         self.ingest = ingest;
         self.reconciler = reconciler;
         self.restart_stream().await;
+    }
+
+    /// Issues this network's addresses from `deriver` instead of its pool,
+    /// from now on and after restarts.
+    pub fn use_deriver(&mut self, deriver: Arc<dyn AddressDeriver>) {
+        let (intents, _, _) = components(
+            &self.store,
+            &self.clock,
+            self.network,
+            &self.watch,
+            &self.tolerance,
+            &self.rates,
+            HashMap::from([(self.network, deriver)]),
+        );
+        self.intents = intents;
+    }
+
+    /// Stops the "process" and starts a new one on the database at `url`
+    /// (a restored copy, say), as [`Harness::restart_process`] does; the
+    /// test's own reader moves there too. The chain and the clock carry on.
+    pub async fn restart_on(&mut self, url: &str) {
+        self.db.url = url.to_owned();
+        self.reader.close().await;
+        self.reader = AnyPoolOptions::new()
+            .max_connections(1)
+            .connect(url)
+            .await
+            .expect("reader connection");
+        self.restart_process().await;
     }
 
     /// A second, independent connection pool on the same database, as another
@@ -758,6 +795,7 @@ fn components(
     watch: &Arc<WatchSet>,
     tolerance: &HashMap<Method, Tolerance>,
     rates: &HashMap<Asset, Decimal>,
+    derivers: HashMap<Network, Arc<dyn AddressDeriver>>,
 ) -> (IntentService, Ingest, Reconciler) {
     let dyn_clock: Arc<dyn Clock> = clock.clone();
     let policy = IntentPolicy {
@@ -777,7 +815,7 @@ fn components(
         store.clone(),
         rate_book,
         policy,
-        HashMap::new(),
+        derivers,
         [(network, watch.clone())].into_iter().collect(),
         dyn_clock.clone(),
     );
