@@ -43,6 +43,8 @@ pub enum AppError {
     ApiTokens(#[from] crate::api::TokenConfigError),
     #[error(transparent)]
     RunLock(#[from] crate::store::RunLockError),
+    #[error(transparent)]
+    Keys(#[from] crate::keys::KeyError),
     #[error(
         "networks.{network} is not enabled, but {open} intents on it are still open (awaiting \
          payment or confirming): payments to them would not be seen. Enable it again, or set \
@@ -178,6 +180,11 @@ pub async fn run_until_with_metrics(
     // Again here: settings built in code never went through load.
     ctx.settings.check_sources()?;
     refuse_unwatched_open_intents(&ctx).await?;
+    // Before any address is issued: the configured keys are the keys in use.
+    for key in crate::keys::check_keys(&ctx.store, ctx.intents.derivers()).await? {
+        tracing::info!(network = %key.network, fingerprint = %key.fingerprint,
+            next_index = key.next_index, adopted = key.adopted, "account key checked");
+    }
     let (stop_tx, stop_rx) = watch::channel(false);
     let progress = Arc::new(Notify::new());
     let mut tasks = JoinSet::new();

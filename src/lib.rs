@@ -14,6 +14,7 @@ mod devnet;
 mod feed_retention;
 pub mod ingest;
 pub mod intents;
+pub mod keys;
 mod leader;
 pub mod metrics;
 mod pasted;

@@ -84,6 +84,9 @@ enum Command {
         #[arg(long)]
         addresses: Option<i64>,
     },
+    /// Account keys of the networks that derive their addresses.
+    #[command(subcommand)]
+    Keys(KeysCommand),
     /// Print the SHA-256 (hex) of a bearer token read from stdin, for
     /// api.tokens.<role>: the configuration holds hashes, never tokens. A
     /// token shorter than 32 characters is refused: use new-token.
@@ -209,6 +212,18 @@ enum AddressCommand {
         network: String,
         #[arg(long)]
         file: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum KeysCommand {
+    /// Make the configured account_key the key in use on a network, from
+    /// derivation index 0; the old key is retired and its addresses stay
+    /// watched. Run once, with the new key configured, then restart every
+    /// instance with it (README, Keys and rotation).
+    Rotate {
+        #[arg(long)]
+        network: String,
     },
 }
 
@@ -515,10 +530,25 @@ async fn run() -> anyhow::Result<()> {
         | Command::NewToken { .. }
         | Command::Config(_)
         | Command::Backup { .. } => {} // answered above
+        Command::Keys(KeysCommand::Rotate { network }) => {
+            let network: Network = network.parse()?;
+            let rotation = paywatch::keys::rotate(
+                &ctx.store,
+                network,
+                ctx.intents.derivers().get(&network),
+                ctx.clock.now_ms(),
+            )
+            .await?;
+            println!(
+                "{}: key {} is in use from index 0; key {} retired at index {} (its addresses stay watched); restart every instance with the new key",
+                rotation.network, rotation.fingerprint, rotation.retired, rotation.retired_next_index
+            );
+        }
         Command::RestoreCheck {
             lost_since,
             addresses,
         } => {
+            paywatch::keys::check_keys(&ctx.store, ctx.intents.derivers()).await?;
             // On SQLite, no daemon may hold the file meanwhile.
             let lock = paywatch::store::RunLock::acquire(&ctx.settings.database.url).await?;
             let plan = paywatch::restore::RestorePlan {
@@ -691,6 +721,7 @@ async fn intent(ctx: &Context, command: IntentCommand) -> anyhow::Result<()> {
             network,
             usd,
         } => {
+            paywatch::keys::check_keys(&ctx.store, ctx.intents.derivers()).await?;
             let req = NewIntent {
                 kind,
                 reference,

@@ -164,6 +164,12 @@ pub async fn restore_check(
             let to = from + wanted;
             match derivers.get(&issuing.network) {
                 Some(deriver) => {
+                    let fingerprint = crate::keys::fingerprint(issuing.network, deriver.as_ref())
+                        .map_err(|e| RestoreError::Derivation {
+                        network: issuing.network,
+                        index: 0,
+                        why: e.to_string(),
+                    })?;
                     for index in from..to {
                         let child = u32::try_from(index).map_err(|_| RestoreError::Derivation {
                             network: issuing.network,
@@ -185,6 +191,7 @@ pub async fn restore_check(
                                 issuing.network,
                                 &address,
                                 index,
+                                &fingerprint,
                                 now,
                             )
                             .await?

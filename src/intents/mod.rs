@@ -167,6 +167,9 @@ pub struct IntentService {
     rates: RateBook,
     policy: IntentPolicy,
     derivers: HashMap<Network, Arc<dyn AddressDeriver>>,
+    /// Each deriver's key fingerprint ([`crate::keys::fingerprint`]): the
+    /// counter it takes indexes from must be its own.
+    fingerprints: HashMap<Network, String>,
     watch: HashMap<Network, Arc<WatchSet>>,
     clock: Arc<dyn Clock>,
 }
@@ -180,11 +183,18 @@ impl IntentService {
         watch: HashMap<Network, Arc<WatchSet>>,
         clock: Arc<dyn Clock>,
     ) -> IntentService {
+        // A key that cannot derive has no fingerprint; issuing from it fails
+        // with the derivation's own error.
+        let fingerprints = derivers
+            .iter()
+            .filter_map(|(n, d)| Some((*n, crate::keys::fingerprint(*n, d.as_ref()).ok()?)))
+            .collect();
         IntentService {
             store,
             rates,
             policy,
             derivers,
+            fingerprints,
             watch,
             clock,
         }
@@ -441,8 +451,27 @@ impl IntentService {
         network: Network,
         now: i64,
     ) -> Result<(i64, String), IntentError> {
+        let fingerprint =
+            self.fingerprints
+                .get(&network)
+                .ok_or_else(|| IntentError::Derivation {
+                    network,
+                    why: "the account key derives no address".into(),
+                })?;
         for _ in 0..DERIVATION_SKIPS {
-            let index = self.store.take_derivation_index(tx, network).await?;
+            let Some(index) = self
+                .store
+                .take_derivation_index(tx, network, fingerprint)
+                .await?
+            else {
+                return Err(IntentError::Derivation {
+                    network,
+                    why: format!(
+                        "the key in use on {network} is not this instance's (fingerprint \
+                         {fingerprint}): it was rotated; restart with the key in use"
+                    ),
+                });
+            };
             let address = deriver
                 .derive(index)
                 .map_err(|why| IntentError::Derivation { network, why })?;
@@ -453,7 +482,7 @@ impl IntentService {
             }
             let id = self
                 .store
-                .insert_derived_address(tx, network, &address, index, now)
+                .insert_derived_address(tx, network, &address, index, fingerprint, now)
                 .await?;
             return Ok((id, address));
         }

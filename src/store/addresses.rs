@@ -64,28 +64,40 @@ impl Store {
             .transpose()
     }
 
-    /// Reserves the next derivation index for a network.
+    /// Reserves the next derivation index of the key `fingerprint` on a
+    /// network. `None` when the counter belongs to another key now (it was
+    /// rotated): nothing is taken. A counter from before fingerprints were
+    /// kept (none recorded) is the key's: start-up adopts it
+    /// ([`crate::keys::check_keys`]).
     pub(crate) async fn take_derivation_index(
         &self,
         tx: &mut Tx,
         network: Network,
-    ) -> Result<u32, StoreError> {
+        fingerprint: &str,
+    ) -> Result<Option<u32>, StoreError> {
         sqlx::query(
-            "INSERT INTO address_derivation (network, next_index) VALUES ($1, 0) \
-             ON CONFLICT (network) DO NOTHING",
+            "INSERT INTO address_derivation (network, next_index, key_fingerprint) \
+             VALUES ($1, 0, $2) ON CONFLICT (network) DO NOTHING",
         )
         .bind(network.as_str())
+        .bind(fingerprint)
         .execute(&mut **tx)
         .await?;
         let row = sqlx::query(
-            "UPDATE address_derivation SET next_index = next_index + 1 WHERE network = $1 \
+            "UPDATE address_derivation SET next_index = next_index + 1 \
+             WHERE network = $1 AND (key_fingerprint = $2 OR key_fingerprint IS NULL) \
              RETURNING next_index - 1 AS taken",
         )
         .bind(network.as_str())
-        .fetch_one(&mut **tx)
+        .bind(fingerprint)
+        .fetch_optional(&mut **tx)
         .await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
         let taken: i64 = row.try_get("taken")?;
         u32::try_from(taken)
+            .map(Some)
             .map_err(|_| StoreError::Corrupt(format!("derivation index {taken} for {network}")))
     }
 
@@ -97,16 +109,19 @@ impl Store {
         network: Network,
         address: &str,
         index: u32,
+        fingerprint: &str,
         now_ms: i64,
     ) -> Result<i64, StoreError> {
         let row = sqlx::query(
-            "INSERT INTO addresses (network, address, origin, derivation_index, added_at, issued_at) \
-             VALUES ($1, $2, 'derived', $3, $4, $4) RETURNING id",
+            "INSERT INTO addresses \
+               (network, address, origin, derivation_index, key_fingerprint, added_at, issued_at) \
+             VALUES ($1, $2, 'derived', $3, $5, $4, $4) RETURNING id",
         )
         .bind(network.as_str())
         .bind(address)
         .bind(i64::from(index))
         .bind(now_ms)
+        .bind(fingerprint)
         .fetch_one(&mut **tx)
         .await?;
         Ok(row.try_get("id")?)

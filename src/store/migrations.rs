@@ -166,6 +166,11 @@ const POSTGRES: Embedded = &[
         "restores",
         include_str!("../../migrations/postgres/0031_restores.sql"),
     ),
+    (
+        32,
+        "derivation keys",
+        include_str!("../../migrations/postgres/0032_derivation_keys.sql"),
+    ),
 ];
 const SQLITE: Embedded = &[
     (
@@ -322,6 +327,11 @@ const SQLITE: Embedded = &[
         31,
         "restores",
         include_str!("../../migrations/sqlite/0031_restores.sql"),
+    ),
+    (
+        32,
+        "derivation keys",
+        include_str!("../../migrations/sqlite/0032_derivation_keys.sql"),
     ),
 ];
 

@@ -20,6 +20,7 @@ mod gaps;
 mod index_use;
 mod intents;
 mod invariants;
+mod keys;
 mod leases;
 mod ledger;
 mod metrics_read;
@@ -55,6 +56,7 @@ pub use intents::{
     Declared, IntentEvent, IntentRecord, NewIntentRow, SettlementRecord, MAX_DECLARATIONS,
 };
 pub use invariants::{LedgerCheck, Violation};
+pub use keys::DerivationCounter;
 pub use leases::{Lease, LeaseHolder};
 pub use ledger::{AccountBalance, LedgerEntry};
 pub(crate) use rescan::RescanProgress;

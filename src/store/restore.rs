@@ -119,18 +119,21 @@ impl Store {
         network: Network,
         address: &str,
         index: i64,
+        fingerprint: &str,
         now_ms: i64,
     ) -> Result<bool, StoreError> {
         let added = sqlx::query(
             "INSERT INTO addresses \
-               (network, address, origin, derivation_index, added_at, issued_at, lost_window_at) \
-             VALUES ($1, $2, 'derived', $3, $4, $4, $4) \
+               (network, address, origin, derivation_index, key_fingerprint, added_at, issued_at, \
+                lost_window_at) \
+             VALUES ($1, $2, 'derived', $3, $5, $4, $4, $4) \
              ON CONFLICT (network, address) DO NOTHING",
         )
         .bind(network.as_str())
         .bind(address)
         .bind(index)
         .bind(now_ms)
+        .bind(fingerprint)
         .execute(&mut **tx)
         .await?
         .rows_affected();
