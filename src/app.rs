@@ -45,6 +45,8 @@ pub enum AppError {
     RunLock(#[from] crate::store::RunLockError),
     #[error(transparent)]
     Keys(#[from] crate::keys::KeyError),
+    #[error(transparent)]
+    Agreement(#[from] crate::money_settings::AgreementError),
     #[error(
         "networks.{network} is not enabled, but {open} intents on it are still open (awaiting \
          payment or confirming): payments to them would not be seen. Enable it again, or set \
@@ -180,6 +182,11 @@ pub async fn run_until_with_metrics(
     // Again here: settings built in code never went through load.
     ctx.settings.check_sources()?;
     refuse_unwatched_open_intents(&ctx).await?;
+    // Before anything is written under them: the money settings are those in
+    // force (the first instance pins its own).
+    let instance = crate::leader::instance_name(&ctx.settings.leases.instance);
+    crate::money_settings::agree_at_start(&ctx.store, &ctx.settings, &instance, ctx.clock.now_ms())
+        .await?;
     // Before any address is issued: the configured keys are the keys in use.
     for key in crate::keys::check_keys(&ctx.store, ctx.intents.derivers()).await? {
         tracing::info!(network = %key.network, fingerprint = %key.fingerprint,
@@ -190,7 +197,6 @@ pub async fn run_until_with_metrics(
     let mut tasks = JoinSet::new();
     let devchains = DevChains::default();
 
-    let instance = crate::leader::instance_name(&ctx.settings.leases.instance);
     for network in ctx.settings.enabled_networks() {
         let ns = ctx
             .settings
@@ -283,6 +289,9 @@ pub async fn run_until_with_metrics(
             &ctx.settings.leases,
             counters,
             run_lock.is_some(),
+        )
+        .with_money_fingerprint(
+            crate::money_settings::MoneySettings::of(&ctx.settings, network)?.fingerprint,
         );
         let stop = stop_rx.clone();
         tasks.spawn(

@@ -33,6 +33,10 @@ pub(crate) struct Leadership {
     /// instance can be alive, so a lease left by a killed predecessor is
     /// taken at once instead of waited out.
     pub sole_instance: bool,
+    /// This instance's money settings for the network
+    /// ([`crate::money_settings`]): it takes the lease only while they are
+    /// the ones pinned. `None`: not checked (tests of leadership alone).
+    pub money_fingerprint: Option<String>,
 }
 
 enum Tenure {
@@ -62,6 +66,42 @@ impl Leadership {
             retry_every: Duration::from_millis(settings.retry_ms),
             metrics,
             sole_instance,
+            money_fingerprint: None,
+        }
+    }
+
+    /// Takes the lease only while `fingerprint` is the network's pinned
+    /// money settings.
+    pub(crate) fn with_money_fingerprint(mut self, fingerprint: String) -> Leadership {
+        self.money_fingerprint = Some(fingerprint);
+        self
+    }
+
+    /// Whether this instance may hold the lease under the pinned money
+    /// settings; says why not, once per change.
+    async fn settles_as_pinned(&self, refusal_logged: &mut bool) -> bool {
+        let Some(own) = &self.money_fingerprint else {
+            return true;
+        };
+        match self.store.pinned_money_fingerprint(self.network).await {
+            Ok(Some(pinned)) if &pinned != own => {
+                self.metrics.set_money_settings_differ(true);
+                if !*refusal_logged {
+                    error!(alert = "money_settings_differ", pinned = %pinned, configured = %own,
+                        "this instance's money settings are not the ones in force (paywatch config apply changed them): it will not take the watcher lease; restart it with the configuration in force");
+                    *refusal_logged = true;
+                }
+                false
+            }
+            Ok(_) => {
+                self.metrics.set_money_settings_differ(false);
+                *refusal_logged = false;
+                true
+            }
+            Err(e) => {
+                warn!(error = %e, "cannot read the money settings in force; not asking for the lease");
+                false
+            }
         }
     }
 
@@ -122,11 +162,14 @@ impl Leadership {
     /// `None` once the daemon stops.
     async fn acquire(&self, stop: &mut watch::Receiver<bool>) -> Option<Lease> {
         let mut waiting_logged = false;
+        let mut refusal_logged = false;
         loop {
             if *stop.borrow() {
                 return None;
             }
-            let asked = if self.sole_instance {
+            let asked = if !self.settles_as_pinned(&mut refusal_logged).await {
+                Ok(None)
+            } else if self.sole_instance {
                 self.store
                     .take_lease(self.network, &self.holder, self.ttl_ms())
                     .await
@@ -295,6 +338,7 @@ mod tests {
             retry_every: Duration::from_millis(50),
             metrics: Arc::default(),
             sole_instance: true,
+            money_fingerprint: None,
         }
     }
 
@@ -362,5 +406,41 @@ mod tests {
             error.as_deref(),
             Some("the watcher's source cannot be built: bad url")
         );
+    }
+
+    /// Issue 21, found 8: an instance still configured with the money
+    /// settings `paywatch config apply` replaced never takes the lease, even
+    /// a free one, and says so in its metrics; with the settings in force it
+    /// does.
+    #[tokio::test]
+    async fn an_instance_whose_money_settings_are_not_in_force_never_takes_the_lease() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = leadership(&dir).await;
+        let store = base.store.clone();
+        let settings = |confirmations: u64| crate::money_settings::MoneySettings {
+            network: Network::Litecoin,
+            json: format!("{{\"confirmations\":{confirmations}}}"),
+            fingerprint: format!("fp-{confirmations}"),
+        };
+        store
+            .apply_money(Network::Litecoin, &settings(6), "ops", 1, false, None)
+            .await
+            .unwrap();
+
+        let stale = base.clone().with_money_fingerprint("fp-2".into());
+        let metrics = stale.metrics.clone();
+        let (_stop_tx, mut stop_rx) = watch::channel(false);
+        let asked =
+            tokio::time::timeout(Duration::from_millis(400), stale.acquire(&mut stop_rx)).await;
+        assert!(asked.is_err(), "the stale instance took the lease");
+        assert!(store.lease_holders().await.unwrap().is_empty());
+        assert!(metrics.money_settings_differ());
+
+        let current = base.with_money_fingerprint("fp-6".into());
+        let lease = tokio::time::timeout(Duration::from_secs(5), current.acquire(&mut stop_rx))
+            .await
+            .expect("the current instance takes it")
+            .expect("a lease");
+        assert_eq!(lease.network, Network::Litecoin);
     }
 }

@@ -17,6 +17,7 @@ pub mod intents;
 pub mod keys;
 mod leader;
 pub mod metrics;
+pub mod money_settings;
 mod pasted;
 pub mod payment_uri;
 pub mod reconcile;

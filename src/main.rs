@@ -119,6 +119,16 @@ enum ConfigCommand {
     /// variables), secrets redacted, and every problem in it; non-zero on
     /// any. Needs no database.
     Check,
+    /// Put this configuration's money settings (confirmations, finality,
+    /// tolerances, deadlines, contracts) in force for every enabled network:
+    /// instances configured otherwise stop taking watcher leases and refuse
+    /// to start; stricter finality lowers the final height at once. Prints
+    /// what changed (README, Configuration agreement).
+    Apply {
+        /// Who applies it, for the record.
+        #[arg(long, default_value = "paywatch config apply")]
+        actor: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -528,8 +538,34 @@ async fn run() -> anyhow::Result<()> {
         Command::Extract { .. }
         | Command::HashToken
         | Command::NewToken { .. }
-        | Command::Config(_)
+        | Command::Config(ConfigCommand::Check)
         | Command::Backup { .. } => {} // answered above
+        Command::Config(ConfigCommand::Apply { actor }) => {
+            let applied = paywatch::money_settings::apply(
+                &ctx.store,
+                &ctx.settings,
+                &actor,
+                ctx.clock.now_ms(),
+            )
+            .await?;
+            for a in applied {
+                if a.differences.is_empty() {
+                    println!("{}: in force, unchanged", a.network);
+                    continue;
+                }
+                println!(
+                    "{}: in force now: {}; the watcher lease was fenced: restart the instances with this configuration",
+                    a.network,
+                    a.differences.join("; ")
+                );
+                if let Some(blocks) = a.final_height_lowered_by {
+                    println!(
+                        "{}: stricter finality: the final height fell by {blocks} blocks; money not yet settled waits for the new depth, settled money stays settled",
+                        a.network
+                    );
+                }
+            }
+        }
         Command::Keys(KeysCommand::Rotate { network }) => {
             let network: Network = network.parse()?;
             let rotation = paywatch::keys::rotate(

@@ -79,6 +79,9 @@ pub(crate) struct WatcherMetrics {
     /// Unix ms of the watcher's last step that reached its node and the
     /// database without error (or of the start of its tenure); 0 before.
     last_step_ms: AtomicU64,
+    /// 1 while this process's money settings differ from those in force:
+    /// it will not take the lease.
+    money_settings_differ: AtomicU64,
 }
 
 impl WatcherMetrics {
@@ -99,8 +102,18 @@ impl WatcherMetrics {
         self.lease_held.store(u64::from(held), Ordering::Relaxed);
     }
 
+    pub(crate) fn set_money_settings_differ(&self, differ: bool) {
+        self.money_settings_differ
+            .store(u64::from(differ), Ordering::Relaxed);
+    }
+
     pub(crate) fn record_lease_lost(&self) {
         self.leases_lost.fetch_add(1, Ordering::Relaxed);
+    }
+
+    #[cfg(test)]
+    pub(crate) fn money_settings_differ(&self) -> bool {
+        self.money_settings_differ.load(Ordering::Relaxed) == 1
     }
 
     #[cfg(test)]
@@ -506,7 +519,7 @@ fn render_stored(out: &mut Text, stored: &Stored) {
 /// The families this process knows by itself, present even when the
 /// database does not answer.
 fn render_process(out: &mut Text, scrape: &Scrape) {
-    let counters: [(&str, &str, &str, CountOf); 5] = [
+    let counters: [(&str, &str, &str, CountOf); 6] = [
         (
             "paywatch_reorgs_total",
             "counter",
@@ -530,6 +543,12 @@ fn render_process(out: &mut Text, scrape: &Scrape) {
             "gauge",
             "1 while this process holds the network's watcher lease and runs its watcher.",
             |m| m.lease_held.load(Ordering::Relaxed),
+        ),
+        (
+            "paywatch_money_settings_differ",
+            "gauge",
+            "1 while this process's money settings for the network differ from those in force (paywatch config apply): it will not take the watcher lease.",
+            |m| m.money_settings_differ.load(Ordering::Relaxed),
         ),
         (
             "paywatch_watcher_leases_lost_total",

@@ -529,6 +529,12 @@ pub struct Settings {
     pub leases: LeaseSettings,
     pub networks: BTreeMap<String, NetworkSettings>,
     pub devchain: DevchainSettings,
+    /// SHA-256 (first 16 hex digits) of the effective configuration as
+    /// `paywatch config check` prints it (secrets redacted): which
+    /// configuration an instance runs, recorded at start. Empty for
+    /// settings built in code.
+    #[serde(skip)]
+    pub config_hash: String,
 }
 
 impl Settings {
@@ -542,6 +548,10 @@ impl Settings {
             return Err(SettingsError::Invalid(why));
         }
         settings.validate()?;
+        let mut settings = settings;
+        settings.config_hash = crate::config_report::effective(&config)
+            .map(|text| crate::money_settings::short_hash(text.as_bytes()))
+            .unwrap_or_default();
         Ok(settings)
     }
 

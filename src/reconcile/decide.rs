@@ -76,6 +76,9 @@ struct Tally {
     timely_pending: u128,
     late_final: u128,
     late_pending: u128,
+    /// Made in time and final now or counted final once (still on the
+    /// chain): what a settlement by the chain stands on.
+    timely_standing: u128,
     /// Final transfers of another asset or network, by row id.
     foreign_final: Vec<i64>,
 }
@@ -102,6 +105,9 @@ impl Tally {
                 f.expires_at_ms,
             );
             let v = s.amount.0;
+            if in_time && f.stands_final(s) {
+                t.timely_standing += v;
+            }
             match (in_time, is_final) {
                 (true, true)
                     if time_policy::final_by_deadline(s.final_at_ms, f.now_ms, f.confirm_by_ms) =>
@@ -390,11 +396,13 @@ fn stands(f: &IntentFacts<'_>, s: &SettlementFacts<'_>, t: &Tally, least: u128) 
     match s.via {
         // Timely money final at any time counts here: the deadline decided
         // whether it could settle, and it did; a re-mined block is final later.
-        Via::Chain => t.timely_final + t.timely_tardy >= least,
+        // Money counted final once stands though stricter finality came in
+        // since: only a reorg takes a settlement back.
+        Via::Chain => t.timely_standing >= least,
         Via::Support { decision: None } => true,
         Via::Support { decision: Some(_) } => {
             let mut standing: Vec<&SeenTransfer<'_>> = Vec::new();
-            for row in s.basis.iter().filter(|r| f.is_final(r)) {
+            for row in s.basis.iter().filter(|r| f.stands_final(r)) {
                 if !standing.iter().any(|o| o.same_payment(row)) {
                     standing.push(row);
                 }
@@ -613,6 +621,34 @@ mod tests {
             through: Some(through),
             counterpart: None,
         }
+    }
+
+    /// Issue 21, found 8: an operator raised confirmations (`paywatch config
+    /// apply`), so the final height fell below money already counted final.
+    /// What settled on it stays settled; what had not settled waits for the
+    /// new depth.
+    #[test]
+    fn stricter_finality_holds_back_unsettled_money_and_never_reverses_settled_money() {
+        let mut t = [row(1, DUE, 10, EXPIRY - 10)];
+        t[0].final_at_ms = Some(EXPIRY - 6);
+
+        let mut settled = facts(&t, 8, EXPIRY - 5);
+        settled.status = Status::Paid;
+        settled.settlement = Some(chain_settlement(1));
+        let v = decide(&settled);
+        assert_eq!((v.status, v.money), (Status::Paid, MoneyMove::None));
+
+        let v = decide(&facts(&t, 8, EXPIRY - 5));
+        assert_eq!((v.status, v.money), (Status::Confirming, MoneyMove::None));
+
+        // A reorg still takes it back: an orphaned row was never final.
+        let mut gone = t;
+        gone[0].orphaned = true;
+        gone[0].final_at_ms = None;
+        let mut settled = facts(&gone, 8, EXPIRY - 5);
+        settled.status = Status::Paid;
+        settled.settlement = Some(chain_settlement(1));
+        assert_eq!(decide(&settled).money, MoneyMove::Reverse);
     }
 
     #[test]

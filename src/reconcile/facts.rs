@@ -54,6 +54,15 @@ impl SeenTransfer<'_> {
     pub fn is_final(&self, final_height: Option<u64>) -> bool {
         self.live() && !self.unmined && final_height.is_some_and(|h| self.block_height <= h)
     }
+
+    /// Final now, or counted final once and still on the chain: what a
+    /// settlement stands on. The final height falls without a reorg only
+    /// when an operator makes finality stricter (`paywatch config apply`),
+    /// which holds back money not yet settled and must not undo a
+    /// settlement; a reorg orphans the row (and clears `final_at_ms`).
+    pub fn stands_final(&self, final_height: Option<u64>) -> bool {
+        self.is_final(final_height) || (self.live() && !self.unmined && self.final_at_ms.is_some())
+    }
 }
 
 /// Who settled a reference, when it was not the intent at hand.
@@ -142,12 +151,20 @@ pub struct Reassigned {
 impl IntentFacts<'_> {
     /// Whether a transfer is final, by the finality of the network it is on.
     pub fn is_final(&self, t: &SeenTransfer<'_>) -> bool {
-        let height = if t.network == self.method.network() {
+        t.is_final(self.final_height_of(t))
+    }
+
+    /// [`SeenTransfer::stands_final`], by the finality of its network.
+    pub fn stands_final(&self, t: &SeenTransfer<'_>) -> bool {
+        t.stands_final(self.final_height_of(t))
+    }
+
+    fn final_height_of(&self, t: &SeenTransfer<'_>) -> Option<u64> {
+        if t.network == self.method.network() {
             self.final_height
         } else {
             self.twin_final_height
-        };
-        t.is_final(height)
+        }
     }
 }
 

@@ -171,6 +171,11 @@ const POSTGRES: Embedded = &[
         "derivation keys",
         include_str!("../../migrations/postgres/0032_derivation_keys.sql"),
     ),
+    (
+        33,
+        "money settings",
+        include_str!("../../migrations/postgres/0033_money_settings.sql"),
+    ),
 ];
 const SQLITE: Embedded = &[
     (
@@ -332,6 +337,11 @@ const SQLITE: Embedded = &[
         32,
         "derivation keys",
         include_str!("../../migrations/sqlite/0032_derivation_keys.sql"),
+    ),
+    (
+        33,
+        "money settings",
+        include_str!("../../migrations/sqlite/0033_money_settings.sql"),
     ),
 ];
 
