@@ -168,7 +168,18 @@ pub struct MetricsState {
     watch: BTreeMap<Network, WatchGauge>,
     /// Enabled networks that issue from an imported pool (no account key).
     pools: Vec<Network>,
+    /// Intents per status over the whole table, with the reversed count,
+    /// and when they were counted: a pass over years of history, so made
+    /// every [`WHOLE_COUNT_EVERY`], not at each scrape.
+    whole_counts: Arc<tokio::sync::Mutex<Option<WholeCounts>>>,
 }
+
+/// When the whole table was counted, its counts per status, and reversed.
+type WholeCounts = (std::time::Instant, Vec<(String, i64)>, i64);
+
+/// How old the settled statuses' counts may be: they only grow, and
+/// nothing alerts on them.
+const WHOLE_COUNT_EVERY: Duration = Duration::from_secs(300);
 
 impl MetricsState {
     /// Fresh counters, all zero, for `ctx`'s enabled networks.
@@ -198,7 +209,22 @@ impl MetricsState {
             reconcile: Arc::default(),
             watch,
             pools,
+            whole_counts: Arc::default(),
         }
+    }
+
+    /// The whole table's counts, counted again once they are
+    /// [`WHOLE_COUNT_EVERY`] old.
+    async fn whole_counts(&self) -> Result<(Vec<(String, i64)>, i64), StoreError> {
+        let mut cached = self.whole_counts.lock().await;
+        if let Some((at, counts, reversed)) = cached.as_ref() {
+            if at.elapsed() < WHOLE_COUNT_EVERY {
+                return Ok((counts.clone(), *reversed));
+            }
+        }
+        let (counts, reversed) = self.store.intent_counts_by_status().await?;
+        *cached = Some((std::time::Instant::now(), counts.clone(), reversed));
+        Ok((counts, reversed))
     }
 
     /// A network outside the set gets counters nobody scrapes: its watcher
@@ -218,7 +244,8 @@ impl MetricsState {
         for network in &self.networks {
             chains.push((*network, self.store.chain_status(*network).await?));
         }
-        let (stored, reversed) = self.store.intent_counts_by_status().await?;
+        let (stored, reversed) = self.whole_counts().await?;
+        let open_now = self.store.open_intent_counts().await?;
         // Every status gets a series, 0 when no intent has it.
         let mut intents: Vec<(String, i64)> = Status::ALL
             .iter()
@@ -230,7 +257,18 @@ impl MetricsState {
                 None => intents.push((status, n)),
             }
         }
-        let open = self.store.open_intents_by_network().await?;
+        // The open statuses as of now: what alerts and the storefront's
+        // operators watch.
+        for status in [
+            Status::AwaitingPayment,
+            Status::Confirming,
+            Status::NeedsReview,
+        ] {
+            if let Some(slot) = intents.iter_mut().find(|(s, _)| s == status.as_str()) {
+                slot.1 = open_now.of_status(status.as_str());
+            }
+        }
+        let open = open_now.payable_by_network();
         let backlog = self.store.operations_backlog().await?;
         let free = backlog.free_pool_addresses;
         let pools = self
@@ -465,7 +503,11 @@ fn render_stored(out: &mut Text, stored: &Stored) {
         out.sample(name, &[("network", network.as_str())], free);
     }
 
-    out.family("paywatch_intents", "gauge", "Payment intents per status.");
+    out.family(
+        "paywatch_intents",
+        "gauge",
+        "Payment intents per status: awaiting_payment, confirming and needs_review as of this scrape, the others as counted at most 5 minutes ago.",
+    );
     for (status, n) in &stored.intents {
         out.sample("paywatch_intents", &[("status", status)], n);
     }

@@ -7,7 +7,7 @@
 
 use sqlx::{Connection, Executor, PgConnection, Row};
 
-use super::{blocks, cases, finality, Dialect, Store};
+use super::{blocks, cases, finality, metrics_read, Dialect, Store};
 
 fn admin_url() -> String {
     std::env::var("PAYWATCH_TEST_POSTGRES")
@@ -149,6 +149,15 @@ async fn every_hot_query_reads_an_index_not_the_history() {
             &["transfers_by_txid"],
         ),
     ]);
+    // Each scrape of the metrics.
+    for (status, sql) in metrics_read::open_status_sql(Dialect::Postgres) {
+        let index: Indexes = match status {
+            "awaiting_payment" => &["intents_expiring"],
+            "confirming" => &["intents_money_open"],
+            _ => &["intents_needing_review"],
+        };
+        hot.push(("a metrics scrape's open intents", sql, Vec::new(), index));
+    }
     for (what, sql, binds, indexes) in hot {
         let plan = plan(&mut conn, &sql, &binds).await;
         for index in indexes {

@@ -2,12 +2,13 @@
 
 use sqlx::Row;
 
-use super::{Store, StoreError};
+use super::{Dialect, Store, StoreError};
 
 impl Store {
     /// Intents per stored status (a status no intent has is absent), and
     /// how many of them a reorg reversed after settlement: one pass over
-    /// the table for both.
+    /// the whole table for both, so the metrics read it only every few
+    /// minutes (the open statuses come from [`Store::open_intent_counts`]).
     pub(crate) async fn intent_counts_by_status(
         &self,
     ) -> Result<(Vec<(String, i64)>, i64), StoreError> {
@@ -72,18 +73,86 @@ impl Store {
     }
 }
 
+/// The open statuses, each counted on the partial index made for it, so a
+/// scrape reads the open intents, never the years of settled ones: the
+/// `awaiting_payment` rows of `intents_expiring`, the `confirming` rows of
+/// `intents_money_open` (its predicate repeated so the planner may use it),
+/// and `intents_needing_review`.
+pub(super) fn open_status_sql(dialect: Dialect) -> [(&'static str, String); 3] {
+    let zero = match dialect {
+        Dialect::Postgres => "0",
+        Dialect::Sqlite => "'0'",
+    };
+    [
+        (
+            "awaiting_payment",
+            "SELECT network, COUNT(*) AS n FROM intents WHERE status = 'awaiting_payment' \
+             GROUP BY network"
+                .to_owned(),
+        ),
+        (
+            "confirming",
+            format!(
+                "SELECT network, COUNT(*) AS n FROM intents \
+                 WHERE (status = 'confirming' OR amount_pending <> {zero}) \
+                   AND status = 'confirming' GROUP BY network"
+            ),
+        ),
+        // Not per network (nothing reads it so): one count, off its index.
+        (
+            "needs_review",
+            "SELECT MIN(network) AS network, COUNT(*) AS n FROM intents \
+             WHERE status = 'needs_review' HAVING COUNT(*) > 0"
+                .to_owned(),
+        ),
+    ]
+}
+
+/// Intents in the open statuses, per status and network.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct OpenIntents {
+    /// (status, network, count), networks with none left out.
+    pub rows: Vec<(&'static str, String, i64)>,
+}
+
+impl OpenIntents {
+    pub(crate) fn of_status(&self, status: &str) -> i64 {
+        self.rows
+            .iter()
+            .filter(|(s, _, _)| *s == status)
+            .map(|(_, _, n)| n)
+            .sum()
+    }
+
+    /// Awaiting payment or confirming, per network: what a switched-off
+    /// network leaves unwatched.
+    pub(crate) fn payable_by_network(&self) -> Vec<(String, i64)> {
+        let mut out: std::collections::BTreeMap<String, i64> = Default::default();
+        for (status, network, n) in &self.rows {
+            if *status != "needs_review" {
+                *out.entry(network.clone()).or_default() += n;
+            }
+        }
+        out.into_iter().collect()
+    }
+}
+
 impl Store {
+    /// Intents in the open statuses, counted through their partial indexes.
+    pub(crate) async fn open_intent_counts(&self) -> Result<OpenIntents, StoreError> {
+        let mut open = OpenIntents::default();
+        for (status, sql) in open_status_sql(self.dialect()) {
+            for r in sqlx::query(&sql).fetch_all(self.pool()).await? {
+                open.rows
+                    .push((status, r.try_get("network")?, r.try_get("n")?));
+            }
+        }
+        Ok(open)
+    }
+
     /// Open intents (awaiting payment or confirming) per network, networks
     /// with none left out: what a switched-off network leaves unwatched.
     pub async fn open_intents_by_network(&self) -> Result<Vec<(String, i64)>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT network, COUNT(*) AS n FROM intents \
-             WHERE status IN ('awaiting_payment', 'confirming') GROUP BY network ORDER BY network",
-        )
-        .fetch_all(self.pool())
-        .await?;
-        rows.iter()
-            .map(|r| Ok((r.try_get("network")?, r.try_get("n")?)))
-            .collect()
+        Ok(self.open_intent_counts().await?.payable_by_network())
     }
 }
