@@ -376,6 +376,28 @@ pub async fn run_until_with_metrics(
         );
     }
 
+    if ctx.settings.blocks.retention_days > 0 {
+        let networks = ctx
+            .settings
+            .enabled_networks()
+            .into_iter()
+            .filter_map(|n| {
+                let depth = ctx.settings.network(n)?.max_reorg_depth;
+                Some((n, u64::try_from(depth).unwrap_or(u64::MAX)))
+            })
+            .collect();
+        tasks.spawn(
+            crate::block_retention::run(
+                ctx.store.clone(),
+                ctx.clock.clone(),
+                networks,
+                ctx.settings.blocks.retention_days,
+                stop_rx.clone(),
+            )
+            .instrument(tracing::info_span!("block_retention")),
+        );
+    }
+
     if ctx.settings.webhooks.enabled() {
         let webhooks = crate::webhooks::run(
             ctx.store.clone(),

@@ -5,6 +5,7 @@
 
 pub mod api;
 pub mod app;
+mod block_retention;
 pub mod chains;
 pub mod clock;
 mod config_keys;

@@ -83,6 +83,16 @@ pub struct EventSettings {
     pub retention_days: u64,
 }
 
+/// Chain rows kept.
+#[derive(Debug, Clone, Deserialize)]
+pub struct BlockSettings {
+    /// Blocks below the reorg window connected more than this many days ago
+    /// are pruned, hourly, except those holding a transfer and the block
+    /// after each; 0 keeps every block. A rescan reads stored blocks only,
+    /// so it cannot start below what was pruned.
+    pub retention_days: u64,
+}
+
 /// Leadership per network when several instances share one database.
 #[derive(Debug, Clone, Deserialize)]
 pub struct LeaseSettings {
@@ -523,6 +533,7 @@ pub struct Settings {
     pub metrics: MetricsSettings,
     pub webhooks: WebhookSettings,
     pub events: EventSettings,
+    pub blocks: BlockSettings,
     pub intents: IntentSettings,
     pub rates: RateSettings,
     pub reconcile: ReconcileSettings,

@@ -269,7 +269,9 @@ pub(crate) async fn request_rescan(
             Ok((StatusCode::ACCEPTED, Json(rescan_json(&r))).into_response())
         }
         RescanOutcome::Pending(r) => Ok((StatusCode::OK, Json(rescan_json(&r))).into_response()),
-        RescanOutcome::Refused(why @ RescanRefusal::OutOfRange { .. }) => Err(ApiError::new(
+        RescanOutcome::Refused(
+            why @ (RescanRefusal::OutOfRange { .. } | RescanRefusal::Pruned { .. }),
+        ) => Err(ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             "height_out_of_range",
             why.to_string(),

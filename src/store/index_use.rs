@@ -7,7 +7,7 @@
 
 use sqlx::{Connection, Executor, PgConnection, Row};
 
-use super::{blocks, cases, finality, metrics_read, Dialect, Store};
+use super::{hot_queries, Store};
 
 fn admin_url() -> String {
     std::env::var("PAYWATCH_TEST_POSTGRES")
@@ -37,31 +37,7 @@ async fn planner() -> PgConnection {
     store.migrate().await.unwrap();
     store.close().await;
     let mut conn = PgConnection::connect(&url).await.unwrap();
-    for sql in [
-        format!(
-            "INSERT INTO blocks (network, hash, height, parent, block_time, connected_at) \
-             SELECT 'bitcoin', 'b' || n, n, 'b' || (n - 1), n, n * 1000 \
-             FROM generate_series(1, {HISTORY}) n"
-        ),
-        // Settled for years, and a few still open or in review.
-        format!(
-            "INSERT INTO intents (kind, reference, account, asset, network, address, decimals, \
-             amount_due, usd_cents, rate_usd, rate_source, rate_at, created_at, expires_at, \
-             status, updated_at) \
-             SELECT 'order', 'order-' || n, 'acct-' || (n % 5000), 'BTC', 'bitcoin', 'bc1q' || n, 8, \
-             100000 + n % 100, 5000, '50000', 'fixed', n, n, n + 1, \
-             CASE WHEN n % 5000 = 0 THEN 'needs_review' WHEN n % 4999 = 0 THEN 'confirming' \
-                  ELSE 'paid' END, n \
-             FROM generate_series(1, {HISTORY}) n"
-        ),
-        format!(
-            "INSERT INTO transfers (network, asset, txid, idx, block_hash, block_height, block_time, \
-             to_address, amount, tx_status, first_seen_at) \
-             SELECT 'bitcoin', 'BTC', 'tx' || n, 0, 'b' || n, n, n, 'bc1q' || n, 100000 + n % 100, \
-             'success', n FROM generate_series(1, {HISTORY}) n"
-        ),
-        "ANALYZE".to_owned(),
-    ] {
+    for sql in hot_queries::history_sql(HISTORY) {
         conn.execute(sql.as_str()).await.unwrap();
     }
     conn
@@ -84,92 +60,26 @@ async fn plan(conn: &mut PgConnection, sql: &str, binds: &[&str]) -> String {
         .join("\n")
 }
 
-/// The indexes a query must be planned on.
-type Indexes = &'static [&'static str];
-/// What a query is for, its SQL, its values, and the indexes it must use.
-type HotQuery<'a> = (&'static str, String, Vec<&'a str>, Indexes);
-
 #[tokio::test]
 async fn every_hot_query_reads_an_index_not_the_history() {
     let mut conn = planner().await;
-    // Searched for as support pastes them: two spellings of one address.
-    let addresses: &'static [String] = Vec::leak(vec!["bc1q77".into(), "BC1Q77".into()]);
-    let txids: &'static [String] = Vec::leak(vec!["tx77".into()]);
-    let mut hot: Vec<HotQuery<'_>> = vec![
-        (
-            "blocks connected since an address was issued",
-            blocks::BLOCKS_CONNECTED_SINCE.to_owned(),
-            vec!["bitcoin", "49990000", "100"],
-            &["blocks_by_connected_at"],
-        ),
-        (
-            "intents queued on a rise of the final height",
-            finality::queue_money_open_sql(Dialect::Postgres),
-            vec!["bitcoin"],
-            &["intents_money_open"],
-        ),
-        (
-            "a transfer's candidate intents",
-            cases::candidate_intents_sql(),
-            vec!["77", "10"],
-            &["intents_open_by_amount"],
-        ),
-        (
-            "the review queue",
-            cases::review_queue_sql(),
-            vec!["50"],
-            &["intents_needing_review"],
-        ),
-    ];
-    // A search's values, then its limit.
-    let search =
-        |what, (sql, mut binds): (String, Vec<&'static str>), indexes| -> HotQuery<'static> {
-            binds.push("20");
-            (what, sql, binds, indexes)
-        };
-    hot.extend([
-        search(
-            "support's search by reference alone",
-            cases::find_intents_sql(Some("order-77"), None, &[], &[]),
-            &["intents_by_reference_alone"],
-        ),
-        search(
-            "support's search by account",
-            cases::find_intents_sql(None, Some("acct-77"), &[], &[]),
-            &["intents_by_account"],
-        ),
-        search(
-            "support's search by address alone",
-            cases::find_intents_sql(None, None, addresses, &[]),
-            &["intents_by_address", "intents_by_twin"],
-        ),
-        search(
-            "support's search by txid",
-            cases::find_intents_sql(None, None, &[], txids),
-            &["transfers_by_txid"],
-        ),
-    ]);
-    // Each scrape of the metrics.
-    for (status, sql) in metrics_read::open_status_sql(Dialect::Postgres) {
-        let index: Indexes = match status {
-            "awaiting_payment" => &["intents_expiring"],
-            "confirming" => &["intents_money_open"],
-            _ => &["intents_needing_review"],
-        };
-        hot.push(("a metrics scrape's open intents", sql, Vec::new(), index));
-    }
-    for (what, sql, binds, indexes) in hot {
-        let plan = plan(&mut conn, &sql, &binds).await;
-        for index in indexes {
+    for q in hot_queries::hot_queries(HISTORY) {
+        let binds: Vec<&str> = q.binds.iter().map(String::as_str).collect();
+        let plan = plan(&mut conn, &q.sql, &binds).await;
+        for index in q.indexes {
             assert!(
                 plan.contains(index),
-                "{what} does not use {index}:\n{sql}\n{plan}"
+                "{} does not use {index}:\n{}\n{plan}",
+                q.what,
+                q.sql
             );
         }
         for table in ["intents", "blocks", "transfers"] {
             assert!(
                 !plan.contains(&format!("Seq Scan on {table}")),
-                "{what} scans {table}:\n{sql}\n{plan}"
+                "{} scans {table}:\n{}\n{plan}",
+                q.what,
+                q.sql
             );
         }
     }

@@ -176,6 +176,11 @@ const POSTGRES: Embedded = &[
         "money settings",
         include_str!("../../migrations/postgres/0033_money_settings.sql"),
     ),
+    (
+        34,
+        "blocks pruned below",
+        include_str!("../../migrations/postgres/0034_blocks_pruned_below.sql"),
+    ),
 ];
 const SQLITE: Embedded = &[
     (
@@ -342,6 +347,11 @@ const SQLITE: Embedded = &[
         33,
         "money settings",
         include_str!("../../migrations/sqlite/0033_money_settings.sql"),
+    ),
+    (
+        34,
+        "blocks pruned below",
+        include_str!("../../migrations/sqlite/0034_blocks_pruned_below.sql"),
     ),
 ];
 

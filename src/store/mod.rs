@@ -16,6 +16,8 @@ mod facts;
 mod feed;
 mod finality;
 mod gaps;
+#[doc(hidden)]
+pub mod hot_queries;
 #[cfg(test)]
 mod index_use;
 mod intents;
@@ -26,6 +28,7 @@ mod ledger;
 mod metrics_read;
 mod migrations;
 mod money_settings;
+mod pruning;
 mod queue;
 mod rescan;
 mod restore;

@@ -69,6 +69,16 @@ pub enum RescanRefusal {
     },
     #[error("the {network} watcher has read no block yet: there is nothing to rescan")]
     NothingRead { network: Network },
+    #[error(
+        "from_height {from_height} is below height {pruned_below}, under which the {network} \
+         blocks were pruned (blocks.retention_days): a rescan reads stored blocks only; start \
+         at {pruned_below} or above"
+    )]
+    Pruned {
+        network: Network,
+        from_height: u64,
+        pruned_below: u64,
+    },
 }
 
 /// Counts from one stretch of a rescan, added to the request's.
@@ -143,6 +153,18 @@ impl Store {
                 from_height,
                 start_height,
                 tip_height,
+            }));
+        }
+        if let Some(pruned_below) = self
+            .blocks_pruned_below(network)
+            .await?
+            .and_then(|p| u64::try_from(p).ok())
+            .filter(|p| from_height < *p)
+        {
+            return Ok(RescanOutcome::Refused(RescanRefusal::Pruned {
+                network,
+                from_height,
+                pruned_below,
             }));
         }
         // The partial unique index settles a race between two askers; the
