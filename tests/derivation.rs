@@ -7,7 +7,7 @@ mod common;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use common::{rates, Backend, Harness};
+use common::{rates, Backend, Counting, Harness};
 use paywatch::clock::Clock;
 use paywatch::intents::{AddressDeriver, FixedRates, IntentPolicy, IntentService, RateBook};
 use paywatch_core::{Network, WatchSet};
@@ -16,20 +16,6 @@ on_both_databases!(
     derived_addresses_take_each_index_once_and_skip_addresses_that_exist,
     concurrent_creations_never_derive_the_same_address,
 );
-
-/// A stand-in for the chain crates' BIP84/BIP44 derivers.
-#[derive(Debug)]
-struct Counting;
-
-impl AddressDeriver for Counting {
-    fn network(&self) -> Network {
-        Network::Ethereum
-    }
-
-    fn derive(&self, index: u32) -> Result<String, String> {
-        Ok(format!("0x{:040x}", 0xd00d_0000u64 + u64::from(index)))
-    }
-}
 
 fn deriving_service(h: &Harness) -> (IntentService, Arc<WatchSet>) {
     let clock: Arc<dyn Clock> = h.clock.clone();

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 
-use common::{postgres_admin_url, Backend, Harness};
+use common::{postgres_admin_url, Backend, Counting, Harness};
 use paywatch::clock::Clock;
 use paywatch::intents::AddressDeriver;
 use paywatch::reconcile::Status;
@@ -232,20 +232,6 @@ async fn a_restore_never_reissues_an_address_or_repeats_an_id_and_finds_the_lost
     .unwrap();
     assert!(again.feed_cursor > report.feed_cursor + ID_GAP - 1);
     assert_eq!(again.networks[0].pool_marked, 5);
-}
-
-/// A stand-in for the chain crates' BIP44 deriver.
-#[derive(Debug)]
-struct Counting;
-
-impl AddressDeriver for Counting {
-    fn network(&self) -> Network {
-        Network::Ethereum
-    }
-
-    fn derive(&self, index: u32) -> Result<String, String> {
-        Ok(format!("0x{:040x}", 0xd00d_0000u64 + u64::from(index)))
-    }
 }
 
 async fn a_restore_derives_and_watches_the_addresses_a_derived_network_lost(backend: Backend) {

@@ -75,14 +75,8 @@ impl Store {
         network: Network,
         fingerprint: &str,
     ) -> Result<Option<u32>, StoreError> {
-        sqlx::query(
-            "INSERT INTO address_derivation (network, next_index, key_fingerprint) \
-             VALUES ($1, 0, $2) ON CONFLICT (network) DO NOTHING",
-        )
-        .bind(network.as_str())
-        .bind(fingerprint)
-        .execute(&mut **tx)
-        .await?;
+        self.ensure_derivation_counter(tx, network, fingerprint)
+            .await?;
         let row = sqlx::query(
             "UPDATE address_derivation SET next_index = next_index + 1 \
              WHERE network = $1 AND (key_fingerprint = $2 OR key_fingerprint IS NULL) \
@@ -99,6 +93,25 @@ impl Store {
         u32::try_from(taken)
             .map(Some)
             .map_err(|_| StoreError::Corrupt(format!("derivation index {taken} for {network}")))
+    }
+
+    /// Gives a network that never derived a counter from 0, belonging to
+    /// the key `fingerprint`; leaves an existing one as it is.
+    pub(super) async fn ensure_derivation_counter(
+        &self,
+        tx: &mut Tx,
+        network: Network,
+        fingerprint: &str,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO address_derivation (network, next_index, key_fingerprint) \
+             VALUES ($1, 0, $2) ON CONFLICT (network) DO NOTHING",
+        )
+        .bind(network.as_str())
+        .bind(fingerprint)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
     }
 
     /// Records a freshly derived address as issued. A derived address that was

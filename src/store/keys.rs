@@ -81,14 +81,8 @@ impl Store {
         network: Network,
         fingerprint: &str,
     ) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO address_derivation (network, next_index, key_fingerprint) \
-             VALUES ($1, 0, $2) ON CONFLICT (network) DO NOTHING",
-        )
-        .bind(network.as_str())
-        .bind(fingerprint)
-        .execute(&mut **tx)
-        .await?;
+        self.ensure_derivation_counter(tx, network, fingerprint)
+            .await?;
         sqlx::query(
             "UPDATE address_derivation SET key_fingerprint = $2 \
              WHERE network = $1 AND key_fingerprint IS NULL",

@@ -845,3 +845,18 @@ pub fn fake_address(network: Network, n: u64) -> String {
         _ => unreachable!("no other networks"),
     }
 }
+
+/// A stand-in for the chain crates' BIP44 Ethereum deriver: index i derives
+/// `0x…d00d` + i, so a test can name the address at any index.
+#[derive(Debug)]
+pub struct Counting;
+
+impl AddressDeriver for Counting {
+    fn network(&self) -> Network {
+        Network::Ethereum
+    }
+
+    fn derive(&self, index: u32) -> Result<String, String> {
+        Ok(format!("0x{:040x}", 0xd00d_0000u64 + u64::from(index)))
+    }
+}
