@@ -1859,3 +1859,67 @@ fn only_migrate_upgrades_a_schema_in_use_and_sqlite_upgrades_under_the_run_lock(
     assert_eq!(count(&url, newest), 22, "run migrated under a live daemon");
     drop(held);
 }
+
+/// Upgrades (issue 21, found 3): the commands that only read work under a
+/// role that cannot write at all, so they can run anywhere, a new binary's
+/// included, without touching production.
+#[test]
+fn commands_that_only_read_work_under_a_read_only_role() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = fresh_postgres_database();
+    let config_for = |url: &str, name: &str| {
+        write(
+            &dir.path().join(name),
+            &format!(
+                "[database]\nurl = \"{url}\"\n\n[rates.fixed]\nBTC = \"50000\"\n\n\
+                 [networks.bitcoin]\nenabled = true\nsource = \"devchain\"\n\n\
+                 [devchain]\nenabled = true\n"
+            ),
+        )
+    };
+    let owner = config_for(&url, "owner.toml");
+    run(&owner, &["migrate"]).ok();
+    let pool = write(&dir.path().join("btc.txt"), &BTC_POOL.join("\n"));
+    run(
+        &owner,
+        &[
+            "addresses",
+            "import",
+            "--network",
+            "bitcoin",
+            "--file",
+            pool.to_str().unwrap(),
+        ],
+    )
+    .ok();
+    let id = intent_id(&create(&owner, "order", "ro-1", "BTC", "bitcoin", "50").ok());
+
+    let (server, database) = url.rsplit_once('/').unwrap();
+    let reader = format!("pwro_{}", std::process::id());
+    runtime().block_on(async {
+        let admin = Store::connect(&url).await.unwrap();
+        for sql in [
+            format!("DROP ROLE IF EXISTS {reader}"),
+            format!("CREATE ROLE {reader} LOGIN"),
+            format!("ALTER ROLE {reader} SET default_transaction_read_only = on"),
+            format!("GRANT SELECT ON ALL TABLES IN SCHEMA public TO {reader}"),
+        ] {
+            admin.execute_raw(&sql).await.unwrap();
+        }
+        admin.close().await;
+    });
+    let user_url = server.replacen("postgres@", &format!("{reader}@"), 1);
+    let read_only = config_for(&format!("{user_url}/{database}"), "reader.toml");
+    for args in [
+        &["status"][..],
+        &["check"],
+        &["intent", "show", id.as_str()],
+        &["transfers", "list"],
+        &["transfers", "list", "--lost-window"],
+        &["balance", "show", "--account", "a"],
+    ] {
+        run(&read_only, args).ok();
+    }
+    let refused = create(&read_only, "order", "ro-2", "BTC", "bitcoin", "50").fails();
+    assert!(refused.contains("read-only"), "{refused}");
+}
