@@ -12,6 +12,7 @@ mod config_keys;
 pub mod config_report;
 mod console;
 mod devnet;
+pub mod export;
 mod feed_retention;
 pub mod ingest;
 pub mod intents;

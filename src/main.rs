@@ -84,6 +84,9 @@ enum Command {
         #[arg(long)]
         addresses: Option<i64>,
     },
+    /// Settlements for accounting, as CSV or JSON lines on stdout.
+    #[command(subcommand)]
+    Export(ExportCommand),
     /// Account keys of the networks that derive their addresses.
     #[command(subcommand)]
     Keys(KeysCommand),
@@ -222,6 +225,25 @@ enum AddressCommand {
         network: String,
         #[arg(long)]
         file: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum ExportCommand {
+    /// Every settlement with FROM <= settled at < TO, oldest first: kind,
+    /// reference, account, how it settled, method, amount in base units and
+    /// in coin, the locked rate and its source, USD, the transactions with
+    /// their heights, support's decision and actor, the balance debit,
+    /// reversal (README, Accounting export).
+    Settlements {
+        /// Unix milliseconds, or a UTC time such as 2026-12-01T00:00:00Z.
+        #[arg(long)]
+        from: String,
+        #[arg(long)]
+        to: String,
+        /// csv or jsonl.
+        #[arg(long, default_value = "csv")]
+        format: String,
     },
 }
 
@@ -515,6 +537,7 @@ async fn run() -> anyhow::Result<()> {
             | Command::Intent(IntentCommand::Show { .. })
             | Command::Transfers(TransferCommand::List { .. })
             | Command::Balance(BalanceCommand::Show { .. })
+            | Command::Export(_)
     );
     // Only `migrate` upgrades a schema in use, so a rolling upgrade decides
     // when; SQLite's one instance upgrades at start, under the run lock that
@@ -566,6 +589,23 @@ async fn run() -> anyhow::Result<()> {
                 }
             }
         }
+        Command::Export(ExportCommand::Settlements { from, to, format }) => {
+            let format = match format.as_str() {
+                "csv" => paywatch::export::Format::Csv,
+                "jsonl" => paywatch::export::Format::JsonLines,
+                other => bail!("--format {other:?}: csv or jsonl"),
+            };
+            let stdout = std::io::stdout();
+            let mut out = std::io::BufWriter::new(stdout.lock());
+            paywatch::export::write_settlements(
+                &ctx.store,
+                parse_instant("--from", &from)?,
+                parse_instant("--to", &to)?,
+                format,
+                &mut out,
+            )
+            .await?;
+        }
         Command::Keys(KeysCommand::Rotate { network }) => {
             let network: Network = network.parse()?;
             let rotation = paywatch::keys::rotate(
@@ -588,7 +628,10 @@ async fn run() -> anyhow::Result<()> {
             // On SQLite, no daemon may hold the file meanwhile.
             let lock = paywatch::store::RunLock::acquire(&ctx.settings.database.url).await?;
             let plan = paywatch::restore::RestorePlan {
-                lost_since_ms: lost_since.as_deref().map(parse_instant).transpose()?,
+                lost_since_ms: lost_since
+                    .as_deref()
+                    .map(|t| parse_instant("--lost-since", t))
+                    .transpose()?,
                 addresses_per_network: addresses,
                 now_ms: ctx.clock.now_ms(),
                 holds_run_lock: lock.is_some(),
@@ -930,12 +973,14 @@ fn print_intent(i: &IntentRecord) {
 }
 
 /// Unix milliseconds, or a UTC time as `2026-12-05T01:00:00Z`.
-fn parse_instant(text: &str) -> anyhow::Result<i64> {
+fn parse_instant(flag: &str, text: &str) -> anyhow::Result<i64> {
     if let Ok(ms) = text.parse::<i64>() {
         return Ok(ms);
     }
     let bad = || {
-        anyhow::anyhow!("--lost-since {text:?}: give unix milliseconds or a UTC time such as 2026-12-05T01:00:00Z")
+        anyhow::anyhow!(
+            "{flag} {text:?}: give unix milliseconds or a UTC time such as 2026-12-05T01:00:00Z"
+        )
     };
     let t = text.strip_suffix('Z').ok_or_else(bad)?;
     let (date, time) = t.split_once('T').ok_or_else(bad)?;

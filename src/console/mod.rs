@@ -24,6 +24,9 @@ mod session;
 mod time;
 mod watchers;
 
+// UTC text as operators read it, for the accounting export too.
+pub(crate) use time::utc;
+
 use axum::http::header::{
     CACHE_CONTROL, CONTENT_SECURITY_POLICY, REFERRER_POLICY, X_CONTENT_TYPE_OPTIONS,
     X_FRAME_OPTIONS,

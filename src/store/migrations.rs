@@ -181,6 +181,11 @@ const POSTGRES: Embedded = &[
         "blocks pruned below",
         include_str!("../../migrations/postgres/0034_blocks_pruned_below.sql"),
     ),
+    (
+        35,
+        "settlements by time",
+        include_str!("../../migrations/postgres/0035_settlements_by_time.sql"),
+    ),
 ];
 const SQLITE: Embedded = &[
     (
@@ -352,6 +357,11 @@ const SQLITE: Embedded = &[
         34,
         "blocks pruned below",
         include_str!("../../migrations/sqlite/0034_blocks_pruned_below.sql"),
+    ),
+    (
+        35,
+        "settlements by time",
+        include_str!("../../migrations/sqlite/0035_settlements_by_time.sql"),
     ),
 ];
 

@@ -1,0 +1,109 @@
+//! The accounting export (issue 19): a known set of settlements, on both
+//! databases, written as CSV and JSON lines with every field an accountant
+//! reconciles on, pages and time bounds respected.
+
+#[macro_use]
+mod common;
+
+use common::{Backend, Harness};
+use paywatch::clock::Clock;
+use paywatch::export::{write_settlements, Format, COLUMNS};
+use paywatch::reconcile::{BalancePayment, DebitOutcome, Status};
+use paywatch_core::{Asset, Network};
+
+on_both_databases!(settlements_export_with_amounts_rates_transactions_and_how_they_settled);
+
+async fn export(h: &Harness, from: i64, to: i64, format: Format) -> String {
+    let mut out = Vec::new();
+    write_settlements(&h.store, from, to, format, &mut out)
+        .await
+        .expect("export");
+    String::from_utf8(out).unwrap()
+}
+
+async fn settlements_export_with_amounts_rates_transactions_and_how_they_settled(backend: Backend) {
+    let mut h = Harness::new(backend, Network::Bitcoin, 2).await;
+    h.import_pool(10).await;
+    let start = h.clock.now_ms();
+    let topup = h.create("topup", "T-1", "BTC", "100").await;
+    let order = h.create("order", "A,1 \"big\"", "BTC", "100").await;
+    for i in [&topup, &order] {
+        h.pay(&i.address, Asset::Btc, i.amount_due);
+    }
+    h.mine(2);
+    h.sync().await;
+    assert_eq!(h.intent(order.id).await.status, Status::Paid);
+    // An order paid from the balance the top-up credited.
+    let paid = h
+        .reconciler
+        .debit(&BalancePayment {
+            account: "acct-1",
+            cents: 5_000,
+            key: "debit-1",
+            memo: None,
+            order: Some("B-2"),
+        })
+        .await
+        .unwrap();
+    assert!(matches!(paid, DebitOutcome::Posted { .. }), "{paid:?}");
+    let end = h.clock.now_ms() + 1;
+
+    let csv = export(&h, start, end, Format::Csv).await;
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines[0], COLUMNS.join(","));
+    assert_eq!(lines.len(), 4, "{csv}");
+    let txid = h
+        .intent_transfers(order.id)
+        .await
+        .first()
+        .and_then(|t| t.get("txid").map(str::to_owned))
+        .expect("a transfer");
+    let order_line = lines
+        .iter()
+        .find(|l| l.contains("\"A,1 \"\"big\"\"\""))
+        .unwrap_or_else(|| panic!("the order, quoted:\n{csv}"));
+    let amount = order.amount_due.0;
+    for field in [
+        ",order,".to_owned(),
+        ",chain,".to_owned(),
+        format!(",BTC,bitcoin,{amount},0.002,50000,"),
+        ",10000,100.00,".to_owned(),
+        format!(",{txid}@"),
+        ",false,".to_owned(),
+    ] {
+        assert!(order_line.contains(&field), "{field} not in {order_line}");
+    }
+    let balance_line = lines.iter().find(|l| l.contains(",B-2,")).unwrap();
+    assert!(
+        balance_line.contains(",balance,")
+            && balance_line.contains(",5000,50.00,")
+            && balance_line.contains(",debit:debit-1,"),
+        "{balance_line}"
+    );
+
+    // JSON lines: the same rows, one object each, the same names.
+    let jsonl = export(&h, start, end, Format::JsonLines).await;
+    let objects: Vec<serde_json::Value> = jsonl
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(objects.len(), 3);
+    let topup_row = objects.iter().find(|o| o["reference"] == "T-1").unwrap();
+    assert_eq!(topup_row["kind"], "topup");
+    assert_eq!(topup_row["settled_by"], "chain");
+    assert_eq!(
+        topup_row["amount_base_units"],
+        topup.amount_due.0.to_string()
+    );
+    assert_eq!(topup_row["usd"], "100.00");
+    assert!(topup_row["transactions"].as_str().unwrap().contains('@'));
+
+    // The range is half-open, and an empty one is refused.
+    assert_eq!(export(&h, end, end + 1, Format::JsonLines).await, "");
+    let mut sink = Vec::new();
+    assert!(
+        write_settlements(&h.store, end, end, Format::Csv, &mut sink)
+            .await
+            .is_err()
+    );
+}
