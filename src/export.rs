@@ -9,7 +9,7 @@ use std::io::Write;
 use paywatch_core::Amount;
 use serde_json::json;
 
-use crate::store::{SettlementLine, Store, StoreError};
+use crate::store::{ExportKey, SettlementLine, Store, StoreError};
 
 /// Rows a page: one short query each.
 const PAGE: i64 = 1_000;
@@ -66,52 +66,93 @@ pub async fn write_settlements(
     format: Format,
     out: &mut impl Write,
 ) -> Result<u64, ExportError> {
-    if from_ms >= to_ms {
-        return Err(ExportError::EmptyRange {
-            from: from_ms,
-            to: to_ms,
-        });
-    }
-    if format == Format::Csv {
-        writeln!(out, "{}", COLUMNS.join(","))?;
-    }
+    let mut pages = Pages::new(from_ms, to_ms, format)?;
     let mut written = 0;
-    let mut after = None;
-    loop {
+    while let Some((bytes, rows)) = pages.next(store).await? {
+        out.write_all(&bytes)?;
+        written += rows;
+    }
+    out.flush()?;
+    Ok(written)
+}
+
+/// The export a page at a time, rendered: for a file, or an HTTP body sent
+/// as it is read.
+#[derive(Debug)]
+pub struct Pages {
+    from_ms: i64,
+    to_ms: i64,
+    format: Format,
+    after: Option<ExportKey>,
+    started: bool,
+    done: bool,
+}
+
+impl Pages {
+    pub fn new(from_ms: i64, to_ms: i64, format: Format) -> Result<Pages, ExportError> {
+        if from_ms >= to_ms {
+            return Err(ExportError::EmptyRange {
+                from: from_ms,
+                to: to_ms,
+            });
+        }
+        Ok(Pages {
+            from_ms,
+            to_ms,
+            format,
+            after: None,
+            started: false,
+            done: false,
+        })
+    }
+
+    /// The next page's bytes (the CSV header leads the first) and rows;
+    /// `None` once all are written.
+    pub async fn next(&mut self, store: &Store) -> Result<Option<(Vec<u8>, u64)>, ExportError> {
+        if self.done {
+            return Ok(None);
+        }
+        let mut out = Vec::new();
+        if !self.started && self.format == Format::Csv {
+            out.extend_from_slice(COLUMNS.join(",").as_bytes());
+            out.push(b'\n');
+        }
+        self.started = true;
         let page = store
-            .settlements_page(from_ms, to_ms, after.as_ref(), PAGE)
+            .settlements_page(self.from_ms, self.to_ms, self.after.as_ref(), PAGE)
             .await?;
         for line in &page {
             let fields = fields(line);
-            match format {
-                Format::Csv => {
-                    let cells: Vec<String> = fields.iter().map(|f| csv_cell(f)).collect();
-                    writeln!(out, "{}", cells.join(","))?;
-                }
+            let text = match self.format {
+                Format::Csv => fields
+                    .iter()
+                    .map(|f| csv_cell(f))
+                    .collect::<Vec<_>>()
+                    .join(","),
                 Format::JsonLines => {
                     let object: serde_json::Map<String, serde_json::Value> = COLUMNS
                         .iter()
                         .zip(fields)
                         .map(|(k, v)| ((*k).to_owned(), json!(v)))
                         .collect();
-                    writeln!(out, "{}", serde_json::Value::Object(object))?;
+                    serde_json::Value::Object(object).to_string()
                 }
-            }
-            written += 1;
+            };
+            out.extend_from_slice(text.as_bytes());
+            out.push(b'\n');
         }
         match page.last() {
             Some(last) if page.len() as i64 == PAGE => {
-                after = Some((
+                self.after = Some((
                     last.settled_at_ms,
                     last.kind.clone(),
                     last.reference.clone(),
                 ));
             }
-            _ => break,
+            _ => self.done = true,
         }
+        Ok(Some((out, page.len() as u64)))
     }
-    out.flush()?;
-    Ok(written)
 }
 
 /// One settlement's values, in [`COLUMNS`] order, empty where none.

@@ -5,11 +5,13 @@
 #[macro_use]
 mod common;
 
+use common::api::{context_with_role_tokens, ApiClient, OPERATOR, STOREFRONT};
 use common::{Backend, Harness};
 use paywatch::clock::Clock;
 use paywatch::export::{write_settlements, Format, COLUMNS};
 use paywatch::reconcile::{BalancePayment, DebitOutcome, Status};
 use paywatch_core::{Asset, Network};
+use reqwest::{Method, StatusCode};
 
 on_both_databases!(settlements_export_with_amounts_rates_transactions_and_how_they_settled);
 
@@ -105,5 +107,47 @@ async fn settlements_export_with_amounts_rates_transactions_and_how_they_settled
         write_settlements(&h.store, end, end, Format::Csv, &mut sink)
             .await
             .is_err()
+    );
+
+    // Over HTTP, for operators and support: the same bytes, as a download.
+    let client = ApiClient::serve(context_with_role_tokens(&h)).await;
+    let url = format!(
+        "{}/v1/exports/settlements?from={start}&to={end}&format=csv",
+        client.base
+    );
+    let answer = reqwest::Client::new()
+        .get(&url)
+        .bearer_auth(OPERATOR)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), StatusCode::OK);
+    assert_eq!(
+        answer.headers()["content-type"].to_str().unwrap(),
+        "text/csv; charset=utf-8"
+    );
+    assert!(answer.headers()["content-disposition"]
+        .to_str()
+        .unwrap()
+        .contains(&format!("settlements-{start}-{end}.csv")));
+    assert_eq!(answer.text().await.unwrap(), csv);
+    let path = format!("/v1/exports/settlements?from={start}&to={end}");
+    let (status, _) = client
+        .call(Method::GET, &path, Some(STOREFRONT), None, None)
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "not the storefront's");
+    let (status, body) = client
+        .call(
+            Method::GET,
+            "/v1/exports/settlements?to=5",
+            Some(OPERATOR),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("from"),
+        "{body}"
     );
 }

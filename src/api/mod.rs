@@ -7,6 +7,7 @@ pub(crate) mod bounded_listener;
 pub(crate) mod connections;
 mod error;
 mod events;
+mod export;
 mod health;
 mod intent_view;
 pub(crate) mod latency;
@@ -106,6 +107,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/cases/{id}", get(support::case))
         .route("/v1/cases/{id}/actions", post(support::act))
         .route("/v1/review-queue", get(operator::review_queue))
+        .route("/v1/exports/settlements", get(export::settlements))
         .route("/v1/watchers", get(operator::watchers))
         .route(
             "/v1/networks/{network}/rescan",
