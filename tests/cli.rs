@@ -842,9 +842,15 @@ autopay = true
             sqlite_url(&dir.join("paywatch.db"))
         ),
     );
+    import_btc_pool(&config, dir);
+    config
+}
+
+/// Imports the Bitcoin test pool (`BTC_POOL`) with `paywatch addresses import`.
+fn import_btc_pool(config: &Path, dir: &Path) {
     let pool = write(&dir.join("btc.txt"), &BTC_POOL.join("\n"));
     run(
-        &config,
+        config,
         &[
             "addresses",
             "import",
@@ -855,7 +861,6 @@ autopay = true
         ],
     )
     .ok();
-    config
 }
 
 #[test]
@@ -1826,19 +1831,7 @@ fn only_migrate_upgrades_a_schema_in_use_and_sqlite_upgrades_under_the_run_lock(
         &dir.path().join("empty.toml"),
         &format!("[database]\nurl = \"{empty}\"\n"),
     );
-    let pool = write(&dir.path().join("btc.txt"), &BTC_POOL.join("\n"));
-    run(
-        &config,
-        &[
-            "addresses",
-            "import",
-            "--network",
-            "bitcoin",
-            "--file",
-            pool.to_str().unwrap(),
-        ],
-    )
-    .ok();
+    import_btc_pool(&config, dir.path());
     assert!(count(&empty, newest) > 22);
 
     // SQLite: a daemon of the older release holds the file.
@@ -1879,19 +1872,7 @@ fn commands_that_only_read_work_under_a_read_only_role() {
     };
     let owner = config_for(&url, "owner.toml");
     run(&owner, &["migrate"]).ok();
-    let pool = write(&dir.path().join("btc.txt"), &BTC_POOL.join("\n"));
-    run(
-        &owner,
-        &[
-            "addresses",
-            "import",
-            "--network",
-            "bitcoin",
-            "--file",
-            pool.to_str().unwrap(),
-        ],
-    )
-    .ok();
+    import_btc_pool(&owner, dir.path());
     let id = intent_id(&create(&owner, "order", "ro-1", "BTC", "bitcoin", "50").ok());
 
     let (server, database) = url.rsplit_once('/').unwrap();

@@ -23,6 +23,26 @@ pub(super) fn queue_money_open_sql(dialect: super::Dialect) -> String {
 }
 
 impl Store {
+    /// Lowers the stored final height by `blocks`, in `tx`: finality made
+    /// stricter by the operator. Beside a disconnect, the only way it falls;
+    /// money already settled keeps standing (`SeenTransfer::stands_final`).
+    pub(crate) async fn lower_final_height(
+        &self,
+        tx: &mut Tx,
+        network: Network,
+        blocks: i64,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE chain_state SET final_height = final_height - $2 \
+             WHERE network = $1 AND final_height IS NOT NULL",
+        )
+        .bind(network.as_str())
+        .bind(blocks)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
     /// Records the node's tip and final height. The stored final height
     /// only rises here: a block that stays on the chain stays final when a
     /// reorg elsewhere shortens the node's chain. Only a disconnect lowers it

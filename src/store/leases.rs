@@ -141,6 +141,23 @@ impl Store {
         Ok(())
     }
 
+    /// Moves the network's lease token on and lets it run out, in `tx`: its
+    /// holder's next fenced write and renewal fail, and whoever asks next
+    /// gets a new token.
+    pub(crate) async fn fence_out_lease(
+        &self,
+        tx: &mut Tx,
+        network: Network,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE watcher_leases SET token = token + 1, expires_at = 0 WHERE network = $1",
+        )
+        .bind(network.as_str())
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
     /// Every network's lease, by network.
     pub async fn lease_holders(&self) -> Result<Vec<LeaseHolder>, StoreError> {
         let sql = self.sql(&format!(

@@ -88,22 +88,10 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         if fence {
-            sqlx::query(
-                "UPDATE watcher_leases SET token = token + 1, expires_at = 0 WHERE network = $1",
-            )
-            .bind(network.as_str())
-            .execute(&mut *tx)
-            .await?;
+            self.fence_out_lease(&mut tx, network).await?;
         }
         if let Some(blocks) = lower_final_by {
-            sqlx::query(
-                "UPDATE chain_state SET final_height = final_height - $2 \
-                 WHERE network = $1 AND final_height IS NOT NULL",
-            )
-            .bind(network.as_str())
-            .bind(blocks)
-            .execute(&mut *tx)
-            .await?;
+            self.lower_final_height(&mut tx, network, blocks).await?;
         }
         tx.commit().await?;
         Ok(())
