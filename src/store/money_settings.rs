@@ -44,6 +44,10 @@ impl Store {
         by: &str,
         now_ms: i64,
     ) -> Result<PinnedMoney, StoreError> {
+        // Through `begin`, as every write: SQLite's writer lock is taken up
+        // front (waiting out another writer), and a connection a killed
+        // task left mid-transaction is replaced, not reused.
+        let mut tx = self.begin().await?;
         sqlx::query(
             "INSERT INTO money_settings (network, fingerprint, settings, applied_at, applied_by) \
              VALUES ($1, $2, $3, $4, $5) ON CONFLICT (network) DO NOTHING",
@@ -53,8 +57,9 @@ impl Store {
         .bind(&own.json)
         .bind(now_ms)
         .bind(by)
-        .execute(self.pool())
+        .execute(&mut *tx)
         .await?;
+        tx.commit().await?;
         self.pinned_money(network)
             .await?
             .ok_or_else(|| StoreError::Corrupt(format!("money settings of {network} vanished")))
@@ -117,6 +122,7 @@ impl Store {
         config_hash: &str,
         now_ms: i64,
     ) -> Result<(), StoreError> {
+        let mut tx = self.begin().await?;
         sqlx::query(
             "INSERT INTO instances (name, version, config_hash, started_at) VALUES ($1, $2, $3, $4) \
              ON CONFLICT (name) DO UPDATE SET version = excluded.version, \
@@ -126,8 +132,9 @@ impl Store {
         .bind(version)
         .bind(config_hash)
         .bind(now_ms)
-        .execute(self.pool())
+        .execute(&mut *tx)
         .await?;
+        tx.commit().await?;
         Ok(())
     }
 
