@@ -293,6 +293,7 @@ async fn run_daemon(a: &Args) -> anyhow::Result<()> {
         poll_interval: Duration::from_millis(20),
         events_per_transaction: 100,
         blocks_per_poll: 100,
+        dormancy: None,
     };
     let deps = WatcherDeps {
         store: store.clone(),

@@ -4,9 +4,11 @@
 //! transfer, block, two history events and two feed events; one with 100.
 //! On each it times every hot query (the store's own, from
 //! `paywatch::store::hot_queries`, which the index-use test checks are
-//! planned on their indexes), what a takeover loads (every issued address
-//! into the watch set, and the cursor), and reconcile throughput (2,000
-//! top-ups paid and credited through ingest and reconcile).
+//! planned on their indexes), what a takeover loads (every live address
+//! into the watch set, and the cursor) with the set's memory, the same once
+//! the addresses quiet for three days went dormant (as an Electrum watcher
+//! leaves them, issue 21 found 2), and reconcile throughput (2,000 top-ups
+//! paid and credited through ingest and reconcile).
 //!
 //!   cargo run --example year_of_data [-- --intents N] [--samples S] [--keep]
 //!
@@ -153,18 +155,45 @@ async fn time_query(
     Ok((percentile(&took, 500), percentile(&took, 990)))
 }
 
-/// What a new leader loads before it watches: every address issued on the
-/// network into its watch set, and its cursor.
-async fn takeover(url: &str) -> anyhow::Result<(Duration, usize)> {
+/// What a new leader loads before it watches: every live address of the
+/// network into its watch set (listing them, as an Electrum source's is),
+/// and its cursor. Returns the time, the addresses, and the set's bytes.
+async fn takeover(url: &str) -> anyhow::Result<(Duration, usize, usize)> {
     let store = Store::connect(url).await?;
     let start = Instant::now();
-    let issued = store.issued_addresses(Network::Bitcoin, 0).await?;
-    let watch = WatchSet::new(Network::Bitcoin);
-    watch.extend(issued.iter().map(|(a, _)| a.as_str()));
+    let live = store.live_addresses(Network::Bitcoin, i64::MIN).await?;
+    let watch = WatchSet::new(Network::Bitcoin).listing();
+    watch.extend(live.iter().map(|(a, _)| a.as_str()));
     store.load_cursor(Network::Bitcoin, 64).await?;
     let took = start.elapsed();
     store.close().await;
-    Ok((took, issued.len()))
+    Ok((took, live.len(), watch.heap_bytes()))
+}
+
+/// Three days at 10,000 intents a day: what stays live with the default
+/// `dormant_after_secs` (the history's clock runs a millisecond an intent).
+const LIVE_INTENTS: i64 = 30_000;
+
+/// Marks dormant what the watcher would, a page of 10,000 at a time, as
+/// the first watcher after an upgrade does; returns the time and count.
+async fn go_dormant(url: &str, rows: i64) -> anyhow::Result<(Duration, usize)> {
+    let store = Store::connect(url).await?;
+    let quiet_since = rows - LIVE_INTENTS;
+    let watched_to = u64::try_from(rows)?;
+    let start = Instant::now();
+    let mut marked = 0;
+    loop {
+        let page = store
+            .mark_dormant(Network::Bitcoin, quiet_since, watched_to, rows + 1, 10_000)
+            .await?;
+        marked += page.len();
+        if page.len() < 10_000 {
+            break;
+        }
+    }
+    let took = start.elapsed();
+    store.close().await;
+    Ok((took, marked))
 }
 
 const T0: i64 = 1_800_000_000_000;
@@ -308,15 +337,30 @@ async fn main() -> anyhow::Result<()> {
     fresh_conn.close().await?;
     year_conn.close().await?;
 
-    println!("\ntakeover: every issued address into the watch set, and the cursor");
+    println!("\ntakeover: every live address into the watch set, and the cursor");
+    let mb = |b: usize| b as f64 / 1e6;
     for db in [&fresh, &year] {
-        let (took, n) = takeover(&db.url).await?;
+        let (took, n, bytes) = takeover(&db.url).await?;
         println!(
-            "  {:<8} {n:>9} addresses in {:>8.1} ms",
+            "  {:<8} {n:>9} addresses in {:>8.1} ms, set {:>7.1} MB",
             label(db, &fresh),
-            ms(took)
+            ms(took),
+            mb(bytes)
         );
     }
+    let (took, marked) = go_dormant(&year.url, a.intents).await?;
+    println!(
+        "\ndormancy (Electrum): {marked} addresses quiet for 3 days marked dormant in {:.1} s \
+         (once, after the upgrade; then an hour's worth at a time)",
+        took.as_secs_f64()
+    );
+    let (took, n, bytes) = takeover(&year.url).await?;
+    println!(
+        "  {:<8} {n:>9} addresses in {:>8.1} ms, set {:>7.1} MB",
+        "a year",
+        ms(took),
+        mb(bytes)
+    );
 
     println!("\nreconcile: {PAID} top-ups paid, ingested, then reconciled and credited");
     for db in [&fresh, &year] {

@@ -20,7 +20,7 @@ use crate::metrics::MetricsState;
 use crate::reconcile::Reconciler;
 use crate::settings::{Settings, SettingsError};
 use crate::store::{Store, StoreError};
-use crate::watcher::{self, WatcherConfig, WatcherDeps};
+use crate::watcher::{self, Dormancy, WatcherConfig, WatcherDeps};
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -210,6 +210,11 @@ pub async fn run_until_with_metrics(
             poll_interval: Duration::from_millis(ns.poll_interval_ms),
             events_per_transaction: ns.events_per_transaction,
             blocks_per_poll: ns.blocks_per_poll,
+            dormancy: (ns.source == "electrum").then(|| Dormancy {
+                dormant_after: Duration::from_secs(ns.electrum.dormant_after_secs),
+                sweep_every: Duration::from_secs(ns.electrum.sweep_every_secs),
+                page: ns.electrum.batch_size,
+            }),
         };
         let watch = ctx.watch[&network].clone();
         let counters = metrics.watcher(network);

@@ -778,6 +778,13 @@ async fn run() -> anyhow::Result<()> {
                         s.last_error.unwrap_or_default()
                     );
                 }
+                let dormant = ctx.store.dormant_count(network).await?;
+                if dormant > 0 {
+                    println!(
+                        "{network}: {dormant} dormant addresses, out of the live watch set and \
+                         looked up by the sweep"
+                    );
+                }
                 for g in ctx.store.chain_gaps(network).await? {
                     println!(
                         "{network}: gap {}..={} skipped, never read: accepted by {} at {} ms: {}",

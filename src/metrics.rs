@@ -82,6 +82,11 @@ pub(crate) struct WatcherMetrics {
     /// 1 while this process's money settings differ from those in force:
     /// it will not take the lease.
     money_settings_differ: AtomicU64,
+    /// Addresses out of the live set, looked up by the sweep, as counted
+    /// at the start of its last round.
+    dormant_addresses: AtomicU64,
+    /// Dormant addresses the sweep found money at and put back.
+    dormant_woken: AtomicU64,
 }
 
 impl WatcherMetrics {
@@ -105,6 +110,14 @@ impl WatcherMetrics {
     pub(crate) fn set_money_settings_differ(&self, differ: bool) {
         self.money_settings_differ
             .store(u64::from(differ), Ordering::Relaxed);
+    }
+
+    pub(crate) fn set_dormant_addresses(&self, count: u64) {
+        self.dormant_addresses.store(count, Ordering::Relaxed);
+    }
+
+    pub(crate) fn record_dormant_woken(&self, count: u64) {
+        self.dormant_woken.fetch_add(count, Ordering::Relaxed);
     }
 
     pub(crate) fn record_lease_lost(&self) {
@@ -561,7 +574,7 @@ fn render_stored(out: &mut Text, stored: &Stored) {
 /// The families this process knows by itself, present even when the
 /// database does not answer.
 fn render_process(out: &mut Text, scrape: &Scrape) {
-    let counters: [(&str, &str, &str, CountOf); 6] = [
+    let counters: [(&str, &str, &str, CountOf); 8] = [
         (
             "paywatch_reorgs_total",
             "counter",
@@ -597,6 +610,18 @@ fn render_process(out: &mut Text, scrape: &Scrape) {
             "counter",
             "Watcher leases this process lost while running the watcher (taken over after a stall, or not renewable).",
             |m| m.leases_lost.load(Ordering::Relaxed),
+        ),
+        (
+            "paywatch_dormant_addresses",
+            "gauge",
+            "Issued addresses out of the live watch set (intent ended, no money for dormant_after_secs), looked up once per sweep instead; counted at the start of this process's last sweep.",
+            |m| m.dormant_addresses.load(Ordering::Relaxed),
+        ),
+        (
+            "paywatch_dormant_addresses_woken_total",
+            "counter",
+            "Dormant addresses at which this process's sweep found money, and put back in the live watch set.",
+            |m| m.dormant_woken.load(Ordering::Relaxed),
         ),
     ];
     for (name, kind, help, value) in counters {

@@ -352,10 +352,27 @@ pub struct ElectrumSettings {
     /// refuses to start that watcher rather than miss payments.
     #[serde(default = "electrum_max_subscriptions")]
     pub max_subscriptions: usize,
+    /// How long an address whose intent ended (paid, expired, resolved)
+    /// and that saw no money stays subscribed; then it is dormant: out of
+    /// the subscriptions, looked up by the sweep instead.
+    #[serde(default = "electrum_dormant_after_secs")]
+    pub dormant_after_secs: u64,
+    /// How long one sweep takes to look every dormant address up once: the
+    /// longest a payment to a dormant address goes unseen.
+    #[serde(default = "electrum_sweep_every_secs")]
+    pub sweep_every_secs: u64,
 }
 
 fn electrum_batch() -> usize {
     100
+}
+
+fn electrum_dormant_after_secs() -> u64 {
+    3 * 24 * 3600
+}
+
+fn electrum_sweep_every_secs() -> u64 {
+    24 * 3600
 }
 
 fn electrum_max_subscriptions() -> usize {
@@ -368,6 +385,8 @@ impl Default for ElectrumSettings {
             url: String::new(),
             batch_size: electrum_batch(),
             max_subscriptions: electrum_max_subscriptions(),
+            dormant_after_secs: electrum_dormant_after_secs(),
+            sweep_every_secs: electrum_sweep_every_secs(),
         }
     }
 }

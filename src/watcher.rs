@@ -14,8 +14,11 @@ use crate::ingest::{Ingest, IngestError};
 use crate::metrics::WatcherMetrics;
 use crate::store::{ApplyOutcome, Store, StoreError};
 
+mod dormancy;
 mod rescan;
 mod stall;
+
+pub use dormancy::Dormancy;
 
 #[derive(Debug, Clone)]
 pub struct WatcherConfig {
@@ -25,6 +28,9 @@ pub struct WatcherConfig {
     pub poll_interval: Duration,
     pub events_per_transaction: usize,
     pub blocks_per_poll: usize,
+    /// Where addresses may leave the live set; `None`: every issued
+    /// address stays in it (and any left dormant before comes back).
+    pub dormancy: Option<Dormancy>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -90,7 +96,7 @@ pub(crate) async fn run_with_metrics<S: BlockSource>(
     let span = tracing::info_span!("watcher", network = %cfg.network);
     async move {
         let (network_of_cfg, now_of_deps) = (cfg.network, deps.clock.now_ms());
-        let mut watcher = Watcher { cfg, deps, metrics, refreshed_at: None, swept_at: None, stall: stall::StallWatch::new(network_of_cfg, now_of_deps), backoff: Duration::ZERO, cursor_stale: false, sampled_at: None };
+        let mut watcher = Watcher { cfg, deps, metrics, refreshed_at: None, swept_at: None, stall: stall::StallWatch::new(network_of_cfg, now_of_deps), backoff: Duration::ZERO, cursor_stale: false, sampled_at: None, sweep: dormancy::Sweep::default() };
         let mut stream: Option<CanonicalStream<S>> = None;
         let new_head = source.head_signal();
         let mut source = Some(source);
@@ -227,6 +233,7 @@ struct Watcher {
     cursor_stale: bool,
     /// When the heights were last sampled for the console's lag chart.
     sampled_at: Option<i64>,
+    sweep: dormancy::Sweep,
 }
 
 impl Watcher {
@@ -272,6 +279,7 @@ impl Watcher {
             self.cursor_stale = false;
         }
         self.refresh_watch_set(s).await?;
+        self.dormancy_step(s).await?;
         self.queue_missed_rescan(s).await?;
         // Between two polls, so a rescan never holds the tip back by more
         // than one batch of blocks.
@@ -517,12 +525,12 @@ impl Watcher {
         let mut issued = self
             .deps
             .store
-            .issued_addresses(self.cfg.network, since)
+            .live_addresses(self.cfg.network, since)
             .await?;
         // The twins of the other network's addresses, in this network's
         // spelling: money sent there on the wrong network is recorded too.
         if let Some(other) = crate::twin::twin_network(self.cfg.network) {
-            let theirs = self.deps.store.issued_addresses(other, since).await?;
+            let theirs = self.deps.store.live_addresses(other, since).await?;
             issued.extend(theirs.into_iter().filter_map(|(address, at)| {
                 crate::twin::twin(other, &address).map(|(_, mine)| (mine, at))
             }));

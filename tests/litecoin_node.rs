@@ -375,6 +375,110 @@ async fn exact_payment_on_postgres() {
     assert_eq!(w.daemon.count("SELECT COUNT(*) FROM settlements").await, 1);
 }
 
+/// Issue 21, found 2: every issued address stayed subscribed for ever, so
+/// an Electrum watcher halted once the addresses ever issued passed the
+/// server's limit (`max_subscriptions`), in about a week at 1,250 intents a
+/// day. Now an address whose intent ended and saw no money goes dormant:
+/// out of the subscriptions, looked up by the sweep. Here the limit is 3;
+/// five addresses are issued, the first three expire unpaid and go
+/// dormant, a new intent is paid on time, and a customer pays an expired
+/// one late: the sweep finds it, puts the address back and the payment
+/// goes to review, while the watcher never halts.
+async fn electrum_watching_outlives_its_subscription_limit_as_ended_addresses_go_dormant(
+    backend: Backend,
+) {
+    let opts = Options {
+        backend,
+        via: Via::Electrum,
+        expiry_secs: 20,
+        electrum_limits: Some((3, 1, 2)),
+        ..Options::default()
+    };
+    let w = world(Via::Electrum, NodeOptions::default(), opts).await;
+    let mut expired = Vec::new();
+    for i in 0..3 {
+        expired.push(w.daemon.order(&format!("dormant-{i}"), "100").await);
+    }
+    for intent in &expired {
+        w.daemon
+            .wait_for(intent.id, "expired", |i| i.status == Status::Expired)
+            .await;
+    }
+    let dormant_sql = "SELECT COUNT(*) FROM addresses WHERE dormant_at IS NOT NULL";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while w.daemon.count(dormant_sql).await < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the expired intents' addresses never went dormant"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let watch = w.daemon.ctx.watch[&w.daemon.network].clone();
+
+    // Five issued, the limit three: the two new ones are watched.
+    let fresh = w.daemon.order("after-dormancy", "100").await;
+    let other = w.daemon.order("after-dormancy-2", "100").await;
+    w.pay(&fresh.address, "1").await;
+    w.mine(6).await;
+    w.daemon
+        .wait_for(fresh.id, "paid on time", |i| i.status == Status::Paid)
+        .await;
+    assert!(watch.len() <= 3, "{} live addresses", watch.len());
+    assert!(watch.contains(&other.address) && !watch.contains(&expired[0].address));
+
+    // Paid days late, as far as this intent is concerned.
+    let late = &expired[1];
+    let txid = w.pay(&late.address, "1").await;
+    w.mine(6).await;
+    let paid_late = w
+        .daemon
+        .wait_for(late.id, "paid late, found by the sweep", |i| {
+            i.status == Status::NeedsReview
+        })
+        .await;
+    assert_eq!(paid_late.exception, Some(Exception::PaidLate));
+    assert_eq!(
+        w.daemon
+            .count(&format!(
+                "SELECT COUNT(*) FROM transfers WHERE txid = '{txid}' AND orphaned_at IS NULL \
+                 AND block_hash <> 'mempool'"
+            ))
+            .await,
+        1,
+        "the late payment is recorded once, mined\n{}",
+        w.daemon.transfers_table().await
+    );
+    assert!(watch.contains(&late.address), "woken: watched again");
+    assert!(watch.len() <= 3, "{} live addresses", watch.len());
+    let status = w
+        .daemon
+        .ctx
+        .store
+        .chain_status(w.daemon.network)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_ne!(status.watcher_state, "halted", "{status:?}");
+    assert_eq!(w.daemon.count("SELECT COUNT(*) FROM settlements").await, 1);
+    w.daemon.assert_money_rules().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn electrum_watching_outlives_its_subscription_limit_on_sqlite() {
+    electrum_watching_outlives_its_subscription_limit_as_ended_addresses_go_dormant(
+        Backend::Sqlite,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn electrum_watching_outlives_its_subscription_limit_on_postgres() {
+    electrum_watching_outlives_its_subscription_limit_as_ended_addresses_go_dormant(
+        Backend::Postgres,
+    )
+    .await;
+}
+
 /// paywatch is killed while it catches up 500 blocks, and started again: every
 /// payment in them is credited, once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -252,6 +252,7 @@ async fn a_crash_after_disconnecting_the_first_ingested_block_loses_no_payment(b
         poll_interval: Duration::from_millis(20),
         events_per_transaction: 1,
         blocks_per_poll: 10,
+        dormancy: None,
     };
     let deps = WatcherDeps {
         store: h.store.clone(),

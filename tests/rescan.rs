@@ -56,6 +56,7 @@ fn start(h: &Harness) -> Running {
         poll_interval: Duration::from_millis(20),
         events_per_transaction: 1,
         blocks_per_poll: BLOCKS_PER_POLL,
+        dormancy: None,
     };
     let deps = WatcherDeps {
         store: h.store.clone(),

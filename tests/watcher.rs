@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::{Backend, Harness};
 use paywatch::clock::Clock;
 use paywatch::reconcile::Status;
-use paywatch::watcher::{self, WatcherConfig, WatcherDeps, WatcherError};
+use paywatch::watcher::{self, Dormancy, WatcherConfig, WatcherDeps, WatcherError};
 use paywatch_core::{Asset, Network, StreamError, WatchSet};
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
@@ -25,6 +25,8 @@ on_both_databases!(
     an_address_issued_by_another_instance_is_watched_within_one_poll,
     an_address_committed_long_after_it_was_stamped_is_found_by_the_sweep,
     a_watcher_without_new_blocks_for_six_block_times_is_stalled_until_one_comes,
+    an_ended_address_goes_dormant_and_the_sweep_finds_a_late_payment_to_it,
+    dormant_addresses_come_back_with_a_rescan_on_a_source_that_cannot_look_them_up,
 );
 
 struct Running {
@@ -33,6 +35,15 @@ struct Running {
 }
 
 fn start(h: &Harness, watch_set: Arc<WatchSet>, max_reorg_depth: usize) -> Running {
+    start_with(h, watch_set, max_reorg_depth, None)
+}
+
+fn start_with(
+    h: &Harness,
+    watch_set: Arc<WatchSet>,
+    max_reorg_depth: usize,
+    dormancy: Option<Dormancy>,
+) -> Running {
     let cfg = WatcherConfig {
         network: h.network,
         start_height: Some(h.chain.height()),
@@ -40,6 +51,7 @@ fn start(h: &Harness, watch_set: Arc<WatchSet>, max_reorg_depth: usize) -> Runni
         poll_interval: Duration::from_millis(20),
         events_per_transaction: 1,
         blocks_per_poll: 10,
+        dormancy,
     };
     let deps = WatcherDeps {
         store: h.store.clone(),
@@ -433,5 +445,146 @@ async fn a_watcher_without_new_blocks_for_six_block_times_is_stalled_until_one_c
         s.watcher_state == "running" && s.last_error.is_none()
     })
     .await;
+    running.stop().await.expect("a clean stop");
+}
+
+/// An hour without money after its intent ended, and a sweep every ten minutes.
+const DORMANCY: Dormancy = Dormancy {
+    dormant_after: Duration::from_secs(3600),
+    sweep_every: Duration::from_secs(600),
+    page: 10,
+};
+
+/// Polls until `ok` holds, or fails naming `what`.
+async fn eventually(what: &str, ok: impl Fn() -> bool) {
+    for _ in 0..500 {
+        if ok() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+/// An intent on a source that looks addresses up, expired and left quiet
+/// for an hour: its address goes dormant. Returns it, and the watcher.
+async fn dormant_intent(h: &Harness) -> (paywatch::store::IntentRecord, Running) {
+    h.chain.answer_look_ups(true);
+    let intent = h.create("order", "dormant", "LTC", "100").await;
+    let running = start_with(h, h.watch.clone(), 2, Some(DORMANCY));
+    wait_for(h, "the first poll", |s| s.watcher_state == "running").await;
+    h.pass_expiry(&intent);
+    h.reconciler.run_until_idle().await.unwrap();
+    assert_eq!(h.intent(intent.id).await.status, Status::Expired);
+    h.mine(4);
+    h.clock.advance_secs(3600);
+    eventually("the ended address to leave the watch set", || {
+        !h.watch.contains(&intent.address)
+    })
+    .await;
+    let row = h
+        .row(&format!(
+            "SELECT dormant_at, dormant_height FROM addresses WHERE address = '{}'",
+            intent.address
+        ))
+        .await;
+    assert!(row.get("dormant_at").is_some(), "marked dormant");
+    assert!(
+        row.int("dormant_height") <= i64::try_from(h.chain.height()).unwrap() - 3,
+        "read to below the reorg window"
+    );
+    (intent, running)
+}
+
+/// Issue 21, found 2: every issued address stayed watched for ever. Now one
+/// whose intent ended and saw no money leaves the live set; money sent to
+/// it later is found by the sweep within one round, read again from its
+/// block, and goes to review.
+async fn an_ended_address_goes_dormant_and_the_sweep_finds_a_late_payment_to_it(b: Backend) {
+    let mut h = Harness::new(b, Network::Litecoin, 2).await;
+    h.import_pool(1).await;
+    let (intent, running) = dormant_intent(&h).await;
+
+    h.pay(&intent.address, Asset::Ltc, intent.amount_due);
+    h.mine(2);
+    let tip = h.chain.height();
+    wait_for(&h, "the paying blocks read", |s| {
+        s.cursor_height == Some(tip)
+    })
+    .await;
+    assert!(
+        h.store
+            .transfers(Some(h.network), None, 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "read while dormant: not seen live"
+    );
+
+    // The next round of the sweep, ten minutes on.
+    h.clock.advance_secs(600);
+    wait_for_a_transfer(&h).await;
+    let recorded = h.store.transfers(Some(h.network), None, 10).await.unwrap();
+    assert_eq!(recorded.len(), 1, "the paying block was read again");
+    assert_eq!(recorded[0].block_height, tip - 1);
+    assert!(h.watch.contains(&intent.address), "watched again");
+    assert_eq!(
+        h.count("SELECT COUNT(*) FROM addresses WHERE dormant_at IS NULL AND woke_at IS NOT NULL")
+            .await,
+        1
+    );
+    h.mine(1);
+    let tip = h.chain.height();
+    wait_for(&h, "final past the payment", |s| {
+        s.final_height >= Some(tip - 1)
+    })
+    .await;
+    h.reconciler.run_until_idle().await.unwrap();
+    let late = h.intent(intent.id).await;
+    assert_eq!(late.status, Status::NeedsReview, "{:?}", late.reason);
+    assert_eq!(
+        late.exception,
+        Some(paywatch::reconcile::Exception::PaidLate)
+    );
+    running.stop().await.expect("a clean stop");
+}
+
+/// The network moves from Electrum to a node, which reads whole blocks and
+/// cannot look an address up: the dormant addresses are watched again, and
+/// the blocks read while they were dormant are read again for them.
+async fn dormant_addresses_come_back_with_a_rescan_on_a_source_that_cannot_look_them_up(
+    b: Backend,
+) {
+    let mut h = Harness::new(b, Network::Litecoin, 2).await;
+    h.import_pool(1).await;
+    let (intent, running) = dormant_intent(&h).await;
+    h.pay(&intent.address, Asset::Ltc, intent.amount_due);
+    h.mine(2);
+    let tip = h.chain.height();
+    wait_for(&h, "the paying blocks read", |s| {
+        s.cursor_height == Some(tip)
+    })
+    .await;
+    running.stop().await.expect("a clean stop");
+    assert!(h
+        .store
+        .transfers(Some(h.network), None, 10)
+        .await
+        .unwrap()
+        .is_empty());
+
+    h.chain.answer_look_ups(false);
+    // A new process: its watch set starts empty.
+    let fresh = Arc::new(WatchSet::new(Network::Litecoin));
+    let running = start_with(&h, fresh.clone(), 2, None);
+    wait_for_a_transfer(&h).await;
+    let recorded = h.store.transfers(Some(h.network), None, 10).await.unwrap();
+    assert_eq!(recorded.len(), 1, "the paying block was read again");
+    assert!(fresh.contains(&intent.address));
+    assert_eq!(
+        h.count("SELECT COUNT(*) FROM addresses WHERE dormant_at IS NOT NULL")
+            .await,
+        0
+    );
     running.stop().await.expect("a clean stop");
 }

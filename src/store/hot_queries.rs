@@ -5,7 +5,7 @@
 //! (`examples/year_of_data.rs`), which times them: the queries are the
 //! store's own, built by the same functions.
 
-use super::{blocks, cases, finality, metrics_read, Dialect};
+use super::{blocks, cases, dormancy, finality, metrics_read, Dialect};
 
 /// One hot query: what it is for, its SQL, its values (integers when they
 /// parse), and the indexes its plan must use.
@@ -92,6 +92,18 @@ pub fn hot_queries(rows: i64) -> Vec<HotQuery> {
             sql: cases::review_queue_sql(),
             binds: text(&["50"]),
             indexes: &["intents_needing_review"],
+        },
+        HotQuery {
+            what: "addresses issued since the watcher's last look",
+            sql: dormancy::LIVE_ADDRESSES_SINCE.to_owned(),
+            binds: vec!["bitcoin".into(), (rows - 10).to_string()],
+            indexes: &["addresses_live"],
+        },
+        HotQuery {
+            what: "a page of the dormant addresses' sweep",
+            sql: dormancy::DORMANT_PAGE.to_owned(),
+            binds: text(&["bitcoin", "0", "100"]),
+            indexes: &["addresses_dormant"],
         },
     ];
     let leak = |v: Vec<String>| -> &'static [String] { Vec::leak(v) };

@@ -186,6 +186,21 @@ const POSTGRES: Embedded = &[
         "settlements by time",
         include_str!("../../migrations/postgres/0035_settlements_by_time.sql"),
     ),
+    (
+        36,
+        "dormant addresses",
+        include_str!("../../migrations/postgres/0036_dormant_addresses.sql"),
+    ),
+    (
+        37,
+        "live addresses",
+        include_str!("../../migrations/postgres/0037_addresses_live.sql"),
+    ),
+    (
+        38,
+        "dormant addresses by id",
+        include_str!("../../migrations/postgres/0038_addresses_dormant.sql"),
+    ),
 ];
 const SQLITE: Embedded = &[
     (
@@ -362,6 +377,21 @@ const SQLITE: Embedded = &[
         35,
         "settlements by time",
         include_str!("../../migrations/sqlite/0035_settlements_by_time.sql"),
+    ),
+    (
+        36,
+        "dormant addresses",
+        include_str!("../../migrations/sqlite/0036_dormant_addresses.sql"),
+    ),
+    (
+        37,
+        "live addresses",
+        include_str!("../../migrations/sqlite/0037_addresses_live.sql"),
+    ),
+    (
+        38,
+        "dormant addresses by id",
+        include_str!("../../migrations/sqlite/0038_addresses_dormant.sql"),
     ),
 ];
 

@@ -29,6 +29,21 @@ struct Tally {
     added: u64,
 }
 
+/// Whether asking for a rescan from `from` settled the matter: one is
+/// queued, or a pending one will still read `from` with the watch set as it
+/// is now, or it was refused (blocks that cannot be read again; the caller
+/// says so). A pending rescan that does not cover it: ask again later.
+pub(super) fn settles(outcome: &RescanOutcome, from: u64) -> bool {
+    match outcome {
+        RescanOutcome::Queued(_) | RescanOutcome::Refused(_) => true,
+        RescanOutcome::Pending(r) => match (r.started_at_ms, r.next_height, r.to_height) {
+            (None, _, _) => r.from_height <= from,
+            (Some(_), next, Some(to)) => next.unwrap_or(r.from_height) <= from && from <= to,
+            (Some(_), _, None) => false,
+        },
+    }
+}
+
 impl Watcher {
     /// Re-reads `blocks` (active, ascending, as stored) from the node and
     /// records the transfers `keep` accepts. Stops at the first block the
@@ -142,27 +157,17 @@ impl Watcher {
             .store
             .request_rescan(network, from, MISSED_BY, self.now())
             .await?;
-        let covered = match &outcome {
-            RescanOutcome::Queued(r) => {
-                warn!(
-                    rescan = r.id,
-                    from_height = from,
-                    "the source learned of a transfer in a block already read; it is read again"
-                );
-                true
-            }
-            RescanOutcome::Pending(r) => match (r.started_at_ms, r.next_height, r.to_height) {
-                (None, _, _) => r.from_height <= from,
-                (Some(_), next, Some(to)) => next.unwrap_or(r.from_height) <= from && from <= to,
-                (Some(_), _, None) => false,
-            },
-            RescanOutcome::Refused(why) => {
-                warn!(from_height = from, error = %why,
-                    "the source learned of a transfer in a block that cannot be read again");
-                true
-            }
-        };
-        if covered {
+        match &outcome {
+            RescanOutcome::Queued(r) => warn!(
+                rescan = r.id,
+                from_height = from,
+                "the source learned of a transfer in a block already read; it is read again"
+            ),
+            RescanOutcome::Refused(why) => warn!(from_height = from, error = %why,
+                "the source learned of a transfer in a block that cannot be read again"),
+            RescanOutcome::Pending(_) => {}
+        }
+        if settles(&outcome, from) {
             source.missed_queued(from);
         }
         Ok(())

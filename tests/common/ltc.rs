@@ -37,6 +37,9 @@ pub struct Options {
     pub expiry_secs: i64,
     pub confirmations: u64,
     pub start_height: Option<u64>,
+    /// Through ElectrumX: (max_subscriptions, dormant_after_secs,
+    /// sweep_every_secs) instead of the defaults.
+    pub electrum_limits: Option<(usize, u64, u64)>,
 }
 
 impl Default for Options {
@@ -47,6 +50,7 @@ impl Default for Options {
             expiry_secs: 600,
             confirmations: 6,
             start_height: None,
+            electrum_limits: None,
         }
     }
 }
@@ -86,6 +90,14 @@ pub fn settings_for(
         Via::Electrum => {
             n.source = "electrum".into();
             n.electrum.url = electrum.expect("an ElectrumX for Via::Electrum").tcp_url();
+            if let Some((limit, dormant_after, sweep_every)) = o.electrum_limits {
+                n.electrum.max_subscriptions = limit;
+                n.electrum.dormant_after_secs = dormant_after;
+                n.electrum.sweep_every_secs = sweep_every;
+                // Addresses paid within the reorg window stay watched; a
+                // shallow window lets a paid one go dormant in seconds.
+                n.max_reorg_depth = 6;
+            }
         }
     }
     s

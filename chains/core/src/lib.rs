@@ -23,6 +23,6 @@ pub use network::{Network, UnknownNetwork};
 pub use pacing::{retry_after, Pacer};
 pub use read_ahead::{AtHeight, FetchRange, ReadAhead};
 pub use shown_url::shown_url;
-pub use source::{BlockSource, SourceError, Unconfirmed};
+pub use source::{Activity, BlockSource, Probe, SourceError, Unconfirmed};
 pub use stream::{CanonicalStream, StreamError};
-pub use watch::{WatchKeyFn, WatchRead, WatchSet};
+pub use watch::{Listing, WatchKeyFn, WatchRead, WatchSet};

@@ -51,6 +51,42 @@ pub trait BlockSource: Send + Sync {
 
     /// The rescan from `from` is queued: forget the heights it covers.
     fn missed_queued(&self, _from: u64) {}
+
+    /// Whether [`BlockSource::activity_after`] works: the backend answers
+    /// per address (an Electrum server), so an address can leave the watch
+    /// set and still be looked up now and then. A source that reads whole
+    /// blocks cannot: an address it does not hold is an address it misses.
+    fn looks_up_addresses(&self) -> bool {
+        false
+    }
+
+    /// For each of `probes`, whether its address has a transaction the
+    /// watcher has not read: in a block above `watched_to`, or unconfirmed.
+    /// One answer per probe, in order.
+    async fn activity_after(&self, _probes: &[Probe]) -> Result<Vec<Activity>, SourceError> {
+        Err(SourceError::Fatal(format!(
+            "the {} source cannot look addresses up",
+            self.network()
+        )))
+    }
+}
+
+/// An address out of the watch set, read in blocks up to `watched_to`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    pub address: String,
+    pub watched_to: u64,
+}
+
+/// What a look-up found at a [`Probe`]'s address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activity {
+    /// Nothing since `watched_to`.
+    Quiet,
+    /// A transaction in a block above `watched_to`: the lowest such height.
+    InBlock(u64),
+    /// Only unconfirmed transactions since.
+    Unconfirmed,
 }
 
 /// A mempool snapshot, taken while the node's best block was `tip`: it is
@@ -117,5 +153,13 @@ impl<T: BlockSource + ?Sized> BlockSource for std::sync::Arc<T> {
 
     fn missed_queued(&self, from: u64) {
         (**self).missed_queued(from)
+    }
+
+    fn looks_up_addresses(&self) -> bool {
+        (**self).looks_up_addresses()
+    }
+
+    async fn activity_after(&self, probes: &[Probe]) -> Result<Vec<Activity>, SourceError> {
+        (**self).activity_after(probes).await
     }
 }

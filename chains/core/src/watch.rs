@@ -24,7 +24,36 @@ pub struct WatchSet {
     key_fn: Option<WatchKeyFn>,
     /// Kept only for sources that must name each address to their backend
     /// (Electrum asks per address); the rest pay nothing for it.
-    listed: Option<RwLock<Vec<String>>>,
+    listed: Option<RwLock<Listed>>,
+}
+
+/// The listed addresses in the order they came. Appending keeps the
+/// generation, so a source that took in the first `n` takes in the rest;
+/// a removal starts a new one, and the source takes the list in afresh.
+#[derive(Default)]
+struct Listed {
+    generation: u64,
+    addresses: Vec<String>,
+}
+
+/// What changed in a listing set since a source last looked
+/// ([`WatchSet::listing_since`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listing {
+    /// The same generation: these came after the ones already taken in.
+    Appended(Vec<String>),
+    /// Addresses left the set: this is the whole list now.
+    Rebuilt {
+        generation: u64,
+        addresses: Vec<String>,
+    },
+}
+
+impl Listing {
+    /// Nothing new to take in.
+    pub fn is_unchanged(&self) -> bool {
+        matches!(self, Listing::Appended(fresh) if fresh.is_empty())
+    }
 }
 
 impl fmt::Debug for WatchSet {
@@ -60,7 +89,7 @@ impl WatchSet {
     /// Also keeps every address as text, for [`WatchSet::addresses_from`].
     #[must_use]
     pub fn listing(mut self) -> WatchSet {
-        self.listed = Some(RwLock::new(Vec::new()));
+        self.listed = Some(RwLock::new(Listed::default()));
         self
     }
 
@@ -99,7 +128,7 @@ impl WatchSet {
     fn list<'a>(&self, fresh: impl IntoIterator<Item = &'a str>) {
         if let Some(listed) = &self.listed {
             let mut listed = listed.write().unwrap_or_else(|p| p.into_inner());
-            listed.extend(
+            listed.addresses.extend(
                 fresh
                     .into_iter()
                     .map(|a| self.network.normalize_address(a).into_owned()),
@@ -131,11 +160,56 @@ impl WatchSet {
             Some(l) => l
                 .read()
                 .unwrap_or_else(|p| p.into_inner())
+                .addresses
                 .get(from..)
                 .map(<[String]>::to_vec)
                 .unwrap_or_default(),
             None => Vec::new(),
         }
+    }
+
+    /// What a source that took in the first `from` addresses of
+    /// `generation` has to take in now. Empty unless the set was made
+    /// [`listing`](WatchSet::listing).
+    pub fn listing_since(&self, generation: u64, from: usize) -> Listing {
+        let Some(l) = &self.listed else {
+            return Listing::Appended(Vec::new());
+        };
+        let l = l.read().unwrap_or_else(|p| p.into_inner());
+        if l.generation == generation {
+            Listing::Appended(
+                l.addresses
+                    .get(from..)
+                    .map(<[String]>::to_vec)
+                    .unwrap_or_default(),
+            )
+        } else {
+            Listing::Rebuilt {
+                generation: l.generation,
+                addresses: l.addresses.clone(),
+            }
+        }
+    }
+
+    /// Takes addresses out of the set: the watcher looks them up now and
+    /// then instead (dormant addresses). Returns how many were in it. In a
+    /// listing set the rest keep their order under a new generation.
+    pub fn remove<'a>(&self, addresses: impl IntoIterator<Item = &'a str>) -> usize {
+        let keys: Vec<u128> = addresses.into_iter().map(|a| self.key(a)).collect();
+        let mut set = self.keys.write().unwrap_or_else(|p| p.into_inner());
+        let gone: HashSet<u128, BuildHasherDefault<IdentityHasher>> =
+            keys.into_iter().filter(|k| set.remove(k)).collect();
+        if gone.is_empty() {
+            return 0;
+        }
+        // An insert racing this may leave its address listed though not in
+        // the keys: looked at once more by the source, never missed.
+        if let Some(listed) = &self.listed {
+            let mut listed = listed.write().unwrap_or_else(|p| p.into_inner());
+            listed.addresses.retain(|a| !gone.contains(&self.key(a)));
+            listed.generation += 1;
+        }
+        gone.len()
     }
 
     pub fn len(&self) -> usize {
@@ -144,6 +218,23 @@ impl WatchSet {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// About how many bytes the set holds on the heap: its table (a digest
+    /// and a control byte a slot) and, when listing, each address's text.
+    pub fn heap_bytes(&self) -> usize {
+        let slots = self
+            .keys
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .capacity();
+        let table = slots * (std::mem::size_of::<u128>() + 1);
+        let listed = self.listed.as_ref().map_or(0, |l| {
+            let l = l.read().unwrap_or_else(|p| p.into_inner());
+            l.addresses.capacity() * std::mem::size_of::<String>()
+                + l.addresses.iter().map(String::capacity).sum::<usize>()
+        });
+        table + listed
     }
 
     fn key(&self, address: &str) -> u128 {
@@ -250,5 +341,31 @@ mod tests {
         );
         assert_eq!(set.addresses_from(2), ["unreadable"]);
         assert!(set.addresses_from(9).is_empty());
+    }
+
+    #[test]
+    fn a_removal_starts_a_new_listing_without_the_addresses_removed() {
+        let set = WatchSet::new(Network::Litecoin).listing();
+        set.extend(["a", "b", "c"]);
+        assert!(set.listing_since(0, 3).is_unchanged());
+        assert_eq!(set.remove(["b", "never-there"]), 1);
+        assert!(!set.contains("b"));
+        assert!(set.contains("a") && set.contains("c"));
+        assert_eq!(set.len(), 2);
+        assert_eq!(
+            set.listing_since(0, 3),
+            Listing::Rebuilt {
+                generation: 1,
+                addresses: vec!["a".to_owned(), "c".to_owned()],
+            }
+        );
+        // Back in the set, it is appended to the new generation.
+        assert!(set.insert("b"));
+        assert_eq!(
+            set.listing_since(1, 2),
+            Listing::Appended(vec!["b".to_owned()])
+        );
+        assert_eq!(set.remove(["zz"]), 0, "nothing removed, no new generation");
+        assert!(set.listing_since(1, 3).is_unchanged());
     }
 }

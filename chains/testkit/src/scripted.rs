@@ -3,8 +3,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use paywatch_core::{
-    Amount, AssetId, BlockRef, BlockSource, Network, SourceBlock, SourceError, Transfer,
-    Unconfirmed, WatchSet,
+    Activity, Amount, AssetId, BlockRef, BlockSource, Network, Probe, SourceBlock, SourceError,
+    Transfer, Unconfirmed, WatchSet,
 };
 
 /// A chain driven by the test: mine, pay, reorg, fail on demand.
@@ -38,6 +38,8 @@ struct State {
     mempool_visible: bool,
     /// What the source says it learned late (`BlockSource::missed_from`).
     missed_from: Option<u64>,
+    /// The source answers per address, as an Electrum server does.
+    looks_up: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -83,6 +85,7 @@ impl ScriptedChain {
                 withheld: HashSet::new(),
                 mempool_visible: false,
                 missed_from: None,
+                looks_up: false,
             })),
         };
         chain.mine();
@@ -135,6 +138,13 @@ impl ScriptedChain {
     /// [`ScriptedChain::serve_everything`].
     pub fn withhold(&self, txid: &str) {
         self.lock().withheld.insert(txid.to_owned());
+    }
+
+    /// Its sources look addresses up
+    /// ([`BlockSource::activity_after`]), as an Electrum server does: from
+    /// the whole chain and the mempool, withheld transactions left out.
+    pub fn answer_look_ups(&self, yes: bool) {
+        self.lock().looks_up = yes;
     }
 
     /// The node serves whole blocks again.
@@ -393,5 +403,39 @@ impl BlockSource for ScriptedSource {
         if s.missed_from == Some(from) {
             s.missed_from = None;
         }
+    }
+
+    fn looks_up_addresses(&self) -> bool {
+        self.chain.lock().looks_up
+    }
+
+    async fn activity_after(&self, probes: &[Probe]) -> Result<Vec<Activity>, SourceError> {
+        let mut s = self.chain.lock();
+        if !s.looks_up {
+            return Err(SourceError::Fatal(
+                "this scripted node looks nothing up".into(),
+            ));
+        }
+        s.maybe_fail()?;
+        let network = s.network;
+        let pays = |t: &Transfer, address: &str| {
+            network.normalize_address(&t.to) == network.normalize_address(address)
+                && !s.withheld.contains(&t.txid)
+        };
+        Ok(probes
+            .iter()
+            .map(|p| {
+                let mined = s
+                    .blocks
+                    .iter()
+                    .filter(|b| b.block.height > p.watched_to)
+                    .find(|b| b.transfers.iter().any(|t| pays(t, &p.address)));
+                match mined {
+                    Some(b) => Activity::InBlock(b.block.height),
+                    None if s.mempool.iter().any(|t| pays(t, &p.address)) => Activity::Unconfirmed,
+                    None => Activity::Quiet,
+                }
+            })
+            .collect())
     }
 }

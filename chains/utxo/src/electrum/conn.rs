@@ -49,6 +49,9 @@ impl Inner {
         st: &mut State,
         f: impl Fn(&Inner, &mut Conn, &mut State) -> Result<T, ElectrumError>,
     ) -> Result<T, ElectrumError> {
+        if self.follow_removals(st) {
+            st.conn = None;
+        }
         let mut conn = match st.conn.take() {
             Some(c) => c,
             None => {

@@ -54,8 +54,10 @@ pub enum ElectrumError {
     #[error(
         "{count} {network} addresses are watched, more than the Electrum source's limit of \
          {limit} (electrum.max_subscriptions): an Electrum server holds one subscription per \
-         address. Watch {network} with a full node source instead, or raise the server's \
-         subscription limit and electrum.max_subscriptions together"
+         address, and those of intents still open or ended within electrum.dormant_after_secs \
+         stay subscribed. Lower electrum.dormant_after_secs, watch {network} with a full node \
+         source instead, or raise the server's subscription limit and \
+         electrum.max_subscriptions together"
     )]
     TooManyAddresses {
         network: Network,

@@ -30,7 +30,8 @@
 //! Here: the source and its `BlockSource` answers. `conn` opens and keeps
 //! the connection (`genesis` checks its chain, `url` where it is), `ask`
 //! sends batches, `chain` reads the tip and headers, `subscribe` and
-//! `history` keep the watched addresses' histories, `blocks` builds a block
+//! `history` keep the watched addresses' histories (`look_up` reads those
+//! of addresses no longer watched), `blocks` builds a block
 //! from them with `ahead`'s headers, `txs` fetches and scans transactions,
 //! `mempool` the unconfirmed ones; `config` and `error` are public.
 
@@ -43,6 +44,7 @@ mod conn;
 mod error;
 mod genesis;
 mod history;
+mod look_up;
 mod mempool;
 mod subscribe;
 mod txs;
@@ -56,7 +58,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use bitcoin::{BlockHash, ScriptBuf, Txid};
 use paywatch_core::{
-    BlockRef, BlockSource, Network, SourceBlock, SourceError, Unconfirmed, WatchSet,
+    Activity, BlockRef, BlockSource, Network, Probe, SourceBlock, SourceError, Unconfirmed,
+    WatchSet,
 };
 use tracing::debug;
 
@@ -114,8 +117,10 @@ const NONE_MISSED: u64 = u64::MAX;
 #[derive(Default)]
 struct State {
     conn: Option<Conn>,
-    /// How many of the watch set's listed addresses were taken in.
+    /// How many of the watch set's listed addresses were taken in, of
+    /// which generation of the list.
     listed: usize,
+    generation: u64,
     watched: Vec<Watched>,
     known: HashSet<ScriptBuf>,
     /// Indexes into `watched` whose history must be read again.
@@ -233,6 +238,16 @@ impl BlockSource for ElectrumSource {
 
     fn missed_from(&self) -> Option<u64> {
         Some(self.inner.missed.load(Ordering::SeqCst)).filter(|h| *h != NONE_MISSED)
+    }
+
+    fn looks_up_addresses(&self) -> bool {
+        true
+    }
+
+    async fn activity_after(&self, probes: &[Probe]) -> Result<Vec<Activity>, SourceError> {
+        let probes = probes.to_vec();
+        self.run(move |inner, conn, _| inner.activity_after(conn, &probes))
+            .await
     }
 
     fn missed_queued(&self, from: u64) {

@@ -1,9 +1,13 @@
 //! Watched addresses: taken in from the watch set, subscribed on the
 //! connection, and marked for a new reading when the server says they changed.
 
+use std::collections::HashMap;
+
 use bitcoin::hex::DisplayHex as _;
+use bitcoin::ScriptBuf;
 use electrum_client::{ElectrumApi as _, Param, ToElectrumScriptHash};
-use tracing::warn;
+use paywatch_core::Listing;
+use tracing::{debug, warn};
 
 use super::conn::Conn;
 use super::history::{Status, Watched};
@@ -12,11 +16,58 @@ use crate::address::script_for_address;
 
 impl Inner {
     pub(super) fn has_new_addresses(&self, st: &State) -> bool {
-        !self.watch.addresses_from(st.listed).is_empty()
+        !self
+            .watch
+            .listing_since(st.generation, st.listed)
+            .is_unchanged()
+    }
+
+    /// Follows addresses leaving the watch set (gone dormant): the list is
+    /// taken in again, keeping the histories already read, and true tells
+    /// the caller to drop the connection, since only a new one frees the
+    /// server's subscriptions (`blockchain.scripthash.unsubscribe` came
+    /// with protocol 1.4.2, and not every server in use has it).
+    pub(super) fn follow_removals(&self, st: &mut State) -> bool {
+        let Listing::Rebuilt {
+            generation,
+            addresses,
+        } = self.watch.listing_since(st.generation, st.listed)
+        else {
+            return false;
+        };
+        let mut held: HashMap<ScriptBuf, Watched> = st
+            .watched
+            .drain(..)
+            .map(|w| (w.script.clone(), w))
+            .collect();
+        let before = held.len();
+        st.known.clear();
+        st.dirty.clear();
+        for address in &addresses {
+            if let Ok((_, script)) = script_for_address(self.cfg.params.network, address) {
+                if st.known.insert(script.clone()) {
+                    let w = held.remove(&script).unwrap_or_else(|| Watched::new(script));
+                    if w.history.is_none() {
+                        st.dirty.insert(st.watched.len());
+                    }
+                    st.watched.push(w);
+                }
+            }
+        }
+        st.generation = generation;
+        st.listed = addresses.len();
+        st.snapshot = None;
+        st.ahead = None;
+        debug!(url = %self.url, before, after = st.watched.len(),
+            "addresses left the watch set; subscribing the rest on a new connection");
+        true
     }
 
     pub(super) fn take_in_addresses(&self, st: &mut State) -> Result<(), ElectrumError> {
-        let fresh = self.watch.addresses_from(st.listed);
+        let Listing::Appended(fresh) = self.watch.listing_since(st.generation, st.listed) else {
+            // Removals are followed before a connection is used.
+            return Ok(());
+        };
         let count = st.listed + fresh.len();
         if count > self.cfg.max_subscriptions {
             return Err(ElectrumError::TooManyAddresses {

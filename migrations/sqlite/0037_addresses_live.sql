@@ -1,0 +1,2 @@
+-- A watcher taking a network over loads only the live addresses.
+CREATE INDEX IF NOT EXISTS addresses_live ON addresses (network, issued_at) WHERE issued_at IS NOT NULL AND dormant_at IS NULL;
