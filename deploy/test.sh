@@ -166,6 +166,13 @@ else
     say "clippy is not installed; skipping the lint check"
 fi
 
+# --- the previous release ----------------------------------------------------
+# tests/cli.rs runs the previous release's own binary on the schema this one
+# migrates (a rolling upgrade, and a rollback); built once per release.
+say "building the previous release (deploy/previous-release)"
+PAYWATCH_PREVIOUS_RELEASE="$(bash deploy/build-previous-release.sh)"
+export PAYWATCH_PREVIOUS_RELEASE
+
 # --- tests -------------------------------------------------------------------
 # Every target compiles, the bench included. The bench is not *run*: it has
 # its own main (harness = false) that measures for minutes; run it with

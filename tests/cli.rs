@@ -32,7 +32,12 @@ const BTC_POOL: [&str; 3] = [
 /// A `paywatch` command with `config`, isolated from the caller's PAYWATCH
 /// variables so only what a test sets applies.
 fn paywatch(config: &Path) -> Command {
-    let mut cmd = Command::new(PAYWATCH);
+    paywatch_at(PAYWATCH, config)
+}
+
+/// The same, with another build of paywatch (the previous release's).
+fn paywatch_at(binary: &str, config: &Path) -> Command {
+    let mut cmd = Command::new(binary);
     for (key, _) in std::env::vars_os() {
         if key.to_string_lossy().starts_with("PAYWATCH") {
             cmd.env_remove(key);
@@ -105,7 +110,11 @@ impl Ran {
 }
 
 fn run(config: &Path, args: &[&str]) -> Ran {
-    let out = paywatch(config)
+    run_at(PAYWATCH, config, args)
+}
+
+fn run_at(binary: &str, config: &Path, args: &[&str]) -> Ran {
+    let out = paywatch_at(binary, config)
         .args(args)
         .stdin(Stdio::null())
         .output()
@@ -738,8 +747,12 @@ struct Daemon {
 
 impl Daemon {
     fn start(config: &Path, log: PathBuf) -> Daemon {
+        Daemon::start_at(PAYWATCH, config, log)
+    }
+
+    fn start_at(binary: &str, config: &Path, log: PathBuf) -> Daemon {
         let file = fs::File::create(&log).unwrap();
-        let child = paywatch(config)
+        let child = paywatch_at(binary, config)
             .arg("run")
             .stdin(Stdio::null())
             .stdout(file.try_clone().unwrap())
@@ -815,6 +828,11 @@ fn wait_until_paid(config: &Path, id: &str, daemon: &Daemon, within: Duration) -
 /// a customer that pays every open intent, `extra` appended; the Bitcoin
 /// pool is imported.
 fn dev_chain_config(dir: &Path, extra: &str) -> PathBuf {
+    dev_chain_config_on(dir, &sqlite_url(&dir.join("paywatch.db")), extra)
+}
+
+/// [`dev_chain_config`] on the database at `url`.
+fn dev_chain_config_on(dir: &Path, url: &str, extra: &str) -> PathBuf {
     let config = write(
         &dir.join("paywatch.toml"),
         &format!(
@@ -839,7 +857,7 @@ enabled = true
 block_secs = 1
 autopay = true
 {extra}"#,
-            sqlite_url(&dir.join("paywatch.db"))
+            url
         ),
     );
     import_btc_pool(&config, dir);
@@ -861,6 +879,69 @@ fn import_btc_pool(config: &Path, dir: &Path) {
         ],
     )
     .ok();
+}
+
+/// Issue 21, found 3: during a rolling upgrade an instance of the previous
+/// release restarts on the schema this one migrated, and a rollback puts
+/// one back. The previous release's own binary (the commit in
+/// deploy/previous-release, built by deploy/build-previous-release.sh)
+/// starts on it, issues an intent, watches and settles it; this release
+/// reads what it wrote, and the money checks hold. SQLite and PostgreSQL.
+#[test]
+fn the_previous_release_runs_on_the_schema_this_one_migrated() {
+    let previous = std::env::var("PAYWATCH_PREVIOUS_RELEASE").unwrap_or_else(|_| {
+        panic!(
+            "PAYWATCH_PREVIOUS_RELEASE is not set: deploy/test.sh builds the previous release; \
+             alone, run: export PAYWATCH_PREVIOUS_RELEASE=\"$(bash deploy/build-previous-release.sh)\""
+        )
+    });
+    assert!(
+        Path::new(&previous).is_file(),
+        "PAYWATCH_PREVIOUS_RELEASE={previous} is not a file"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = sqlite_url(&dir.path().join("paywatch.db"));
+    for url in [sqlite, fresh_postgres_database()] {
+        let config = dev_chain_config_on(dir.path(), &url, "");
+        let c = config.as_path();
+        run(c, &["migrate"]).ok();
+        let old = &previous;
+        run_at(old, c, &["status"]).ok();
+        let created = run_at(
+            old,
+            c,
+            &[
+                "intent",
+                "create",
+                "--kind",
+                "order",
+                "--reference",
+                "rolling",
+                "--account",
+                "acct-1",
+                "--asset",
+                "BTC",
+                "--network",
+                "bitcoin",
+                "--usd",
+                "50",
+            ],
+        )
+        .ok();
+        let id = intent_id(&created);
+        let daemon = Daemon::start_at(old, c, dir.path().join("previous.log"));
+        let shown = wait_until_paid(c, &id, &daemon, Duration::from_secs(60));
+        assert!(shown.contains("received final 0.001 pending 0"), "{shown}");
+        let status = daemon.terminate(Duration::from_secs(10));
+        assert!(
+            status.success(),
+            "the previous release's run exited with {status}"
+        );
+        let out = run(c, &["check"]).ok();
+        assert!(out.starts_with("ok: "), "{out}");
+        let transfers = run(c, &["transfers", "list"]).ok();
+        assert_eq!(transfers.lines().count(), 1, "{transfers}");
+    }
 }
 
 #[test]
