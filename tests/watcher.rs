@@ -496,19 +496,13 @@ async fn dormant_intent(h: &Harness) -> (paywatch::store::IntentRecord, Running)
     (intent, running)
 }
 
-/// Issue 21, found 2: every issued address stayed watched for ever. Now one
-/// whose intent ended and saw no money leaves the live set; money sent to
-/// it later is found by the sweep within one round, read again from its
-/// block, and goes to review.
-async fn an_ended_address_goes_dormant_and_the_sweep_finds_a_late_payment_to_it(b: Backend) {
-    let mut h = Harness::new(b, Network::Litecoin, 2).await;
-    h.import_pool(1).await;
-    let (intent, running) = dormant_intent(&h).await;
-
+/// Pays the dormant intent's address in full, then mines two blocks, which
+/// the watcher reads without the address; returns the tip.
+async fn pay_while_dormant(h: &Harness, intent: &paywatch::store::IntentRecord) -> u64 {
     h.pay(&intent.address, Asset::Ltc, intent.amount_due);
     h.mine(2);
     let tip = h.chain.height();
-    wait_for(&h, "the paying blocks read", |s| {
+    wait_for(h, "the paying blocks read", |s| {
         s.cursor_height == Some(tip)
     })
     .await;
@@ -520,6 +514,18 @@ async fn an_ended_address_goes_dormant_and_the_sweep_finds_a_late_payment_to_it(
             .is_empty(),
         "read while dormant: not seen live"
     );
+    tip
+}
+
+/// Issue 21, found 2: every issued address stayed watched for ever. Now one
+/// whose intent ended and saw no money leaves the live set; money sent to
+/// it later is found by the sweep within one round, read again from its
+/// block, and goes to review.
+async fn an_ended_address_goes_dormant_and_the_sweep_finds_a_late_payment_to_it(b: Backend) {
+    let mut h = Harness::new(b, Network::Litecoin, 2).await;
+    h.import_pool(1).await;
+    let (intent, running) = dormant_intent(&h).await;
+    let tip = pay_while_dormant(&h, &intent).await;
 
     // The next round of the sweep, ten minutes on.
     h.clock.advance_secs(600);
@@ -558,20 +564,8 @@ async fn dormant_addresses_come_back_with_a_rescan_on_a_source_that_cannot_look_
     let mut h = Harness::new(b, Network::Litecoin, 2).await;
     h.import_pool(1).await;
     let (intent, running) = dormant_intent(&h).await;
-    h.pay(&intent.address, Asset::Ltc, intent.amount_due);
-    h.mine(2);
-    let tip = h.chain.height();
-    wait_for(&h, "the paying blocks read", |s| {
-        s.cursor_height == Some(tip)
-    })
-    .await;
+    pay_while_dormant(&h, &intent).await;
     running.stop().await.expect("a clean stop");
-    assert!(h
-        .store
-        .transfers(Some(h.network), None, 10)
-        .await
-        .unwrap()
-        .is_empty());
 
     h.chain.answer_look_ups(false);
     // A new process: its watch set starts empty.

@@ -75,7 +75,7 @@ impl Store {
                    WHERE t.network = a.network AND t.to_address = a.address \
                      AND (t.first_seen_at >= $2 \
                           OR (t.orphaned_at IS NULL AND t.block_height > $4))) \
-               ORDER BY a.id LIMIT $5) \
+               ORDER BY a.issued_at LIMIT $5) \
              RETURNING address"
         );
         let mut tx = self.begin().await?;
