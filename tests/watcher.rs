@@ -27,6 +27,7 @@ on_both_databases!(
     a_watcher_without_new_blocks_for_six_block_times_is_stalled_until_one_comes,
     an_ended_address_goes_dormant_and_the_sweep_finds_a_late_payment_to_it,
     dormant_addresses_come_back_with_a_rescan_on_a_source_that_cannot_look_them_up,
+    a_sweep_that_fails_never_holds_the_chain_back,
 );
 
 struct Running {
@@ -579,6 +580,38 @@ async fn dormant_addresses_come_back_with_a_rescan_on_a_source_that_cannot_look_
         h.count("SELECT COUNT(*) FROM addresses WHERE dormant_at IS NOT NULL")
             .await,
         0
+    );
+    running.stop().await.expect("a clean stop");
+}
+
+/// Look-ups the server refuses leave the sweep's page for later; blocks are
+/// read on meanwhile, and the page asked again finds the payment.
+async fn a_sweep_that_fails_never_holds_the_chain_back(b: Backend) {
+    let mut h = Harness::new(b, Network::Litecoin, 2).await;
+    h.import_pool(1).await;
+    let (intent, running) = dormant_intent(&h).await;
+    pay_while_dormant(&h, &intent).await;
+    // A server that refuses every look-up for now.
+    h.chain.fail_look_ups(u32::MAX);
+    h.clock.advance_secs(600);
+    h.mine(3);
+    let tip = h.chain.height();
+    wait_for(&h, "blocks read while the sweep fails", |s| {
+        s.cursor_height == Some(tip) && s.watcher_state == "running"
+    })
+    .await;
+    h.chain.fail_look_ups(0);
+    // The page is asked again after a gap (one page a round here: the round).
+    h.clock.advance_secs(600);
+    wait_for_a_transfer(&h).await;
+    assert_eq!(
+        h.store
+            .transfers(Some(h.network), None, 10)
+            .await
+            .unwrap()
+            .len(),
+        1,
+        "found once the look-ups answer"
     );
     running.stop().await.expect("a clean stop");
 }

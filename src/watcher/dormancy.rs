@@ -178,10 +178,19 @@ impl Watcher {
                 watched_to: d.watched_to,
             })
             .collect();
-        let found = stream.source().activity_after(&probes).await.map_err(|e| {
-            self.metrics.record_source_error();
-            Trouble::Transient(format!("looking dormant addresses up: {e}"))
-        })?;
+        let found = match stream.source().activity_after(&probes).await {
+            Ok(found) => found,
+            Err(e) => {
+                // The sweep never holds the chain back: blocks are read on,
+                // and this page is asked again after the next gap.
+                self.metrics.record_source_error();
+                warn!(error = %e, "looking dormant addresses up failed; the page is asked again");
+                if let Some(round) = self.sweep.round.as_mut() {
+                    round.next_page_at = now + round.page_gap_ms.max(1_000);
+                }
+                return Ok(());
+            }
+        };
         let mut woken = Vec::new();
         for (probe, activity) in probes.into_iter().zip(found) {
             let rescan_from = match activity {

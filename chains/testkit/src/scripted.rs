@@ -40,6 +40,8 @@ struct State {
     missed_from: Option<u64>,
     /// The source answers per address, as an Electrum server does.
     looks_up: bool,
+    /// Look-ups still to fail, as a server refusing them would.
+    look_up_failures: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -86,6 +88,7 @@ impl ScriptedChain {
                 mempool_visible: false,
                 missed_from: None,
                 looks_up: false,
+                look_up_failures: 0,
             })),
         };
         chain.mine();
@@ -145,6 +148,11 @@ impl ScriptedChain {
     /// the whole chain and the mempool, withheld transactions left out.
     pub fn answer_look_ups(&self, yes: bool) {
         self.lock().looks_up = yes;
+    }
+
+    /// The next `n` look-ups fail (transient), blocks still served.
+    pub fn fail_look_ups(&self, n: u32) {
+        self.lock().look_up_failures = n;
     }
 
     /// The node serves whole blocks again.
@@ -417,6 +425,10 @@ impl BlockSource for ScriptedSource {
             ));
         }
         s.maybe_fail()?;
+        if s.look_up_failures > 0 {
+            s.look_up_failures -= 1;
+            return Err(SourceError::Transient("scripted look-up refused".into()));
+        }
         let network = s.network;
         let pays = |t: &Transfer, address: &str| {
             network.normalize_address(&t.to) == network.normalize_address(address)

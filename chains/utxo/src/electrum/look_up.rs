@@ -5,6 +5,7 @@
 use bitcoin::hex::DisplayHex as _;
 use electrum_client::{GetHistoryRes, Param, ToElectrumScriptHash};
 use paywatch_core::{Activity, Probe};
+use tracing::warn;
 
 use super::ask::Call;
 use super::conn::Conn;
@@ -46,11 +47,26 @@ impl Inner {
                 }
                 let answer = answers
                     .next()
-                    .ok_or_else(|| self.bad(METHOD, "fewer answers than requests".to_owned()))??;
-                let history: Vec<GetHistoryRes> =
-                    serde_json::from_value(answer).map_err(|e| self.bad(METHOD, e.to_string()))?;
-                let heights: Vec<i32> = history.iter().map(|h| h.height).collect();
-                out.push(activity_in(&heights, probe.watched_to));
+                    .ok_or_else(|| self.bad(METHOD, "fewer answers than requests".to_owned()))?;
+                let history = answer.and_then(|a| {
+                    serde_json::from_value::<Vec<GetHistoryRes>>(a)
+                        .map_err(|e| self.bad(METHOD, e.to_string()))
+                });
+                out.push(match history {
+                    Ok(history) => {
+                        let heights: Vec<i32> = history.iter().map(|h| h.height).collect();
+                        activity_in(&heights, probe.watched_to)
+                    }
+                    // The server will not say (a history too large, say):
+                    // the address is watched live again, and the blocks
+                    // since it left are read again for it, rather than a
+                    // payment there go unseen.
+                    Err(e) => {
+                        warn!(address = %probe.address, error = %e,
+                            "a dormant address could not be looked up; it is watched again");
+                        Activity::InBlock(probe.watched_to + 1)
+                    }
+                });
             }
         }
         Ok(out)
