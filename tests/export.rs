@@ -5,7 +5,7 @@
 #[macro_use]
 mod common;
 
-use common::api::{context_with_role_tokens, ApiClient, OPERATOR, STOREFRONT};
+use common::api::{context_with_role_tokens, ApiClient, OPERATOR, STOREFRONT, SUPPORT};
 use common::{Backend, Harness};
 use paywatch::clock::Clock;
 use paywatch::export::{write_settlements, Format, COLUMNS};
@@ -13,7 +13,10 @@ use paywatch::reconcile::{BalancePayment, DebitOutcome, Status};
 use paywatch_core::{Asset, Network};
 use reqwest::{Method, StatusCode};
 
-on_both_databases!(settlements_export_with_amounts_rates_transactions_and_how_they_settled);
+on_both_databases!(
+    settlements_export_with_amounts_rates_transactions_and_how_they_settled,
+    a_settlement_support_decided_names_the_decision_and_who_took_it,
+);
 
 async fn export(h: &Harness, from: i64, to: i64, format: Format) -> String {
     let mut out = Vec::new();
@@ -149,5 +152,75 @@ async fn settlements_export_with_amounts_rates_transactions_and_how_they_settled
     assert!(
         body["error"]["message"].as_str().unwrap().contains("from"),
         "{body}"
+    );
+}
+
+/// A top-up paid after it expired, which support accepted: its row says it
+/// settled by support, with the decision's id, its action and who took it,
+/// so an accountant can trace a credit nobody's chain rule made.
+async fn a_settlement_support_decided_names_the_decision_and_who_took_it(backend: Backend) {
+    let mut h = Harness::new(backend, Network::Bitcoin, 1).await;
+    h.import_pool(2).await;
+    let start = h.clock.now_ms();
+    let late = h.create("topup", "LATE-1", "BTC", "100").await;
+    h.pass_expiry(&late);
+    h.sync().await;
+    h.pay(&late.address, Asset::Btc, late.amount_due);
+    h.mine(1);
+    h.sync().await;
+    assert_eq!(h.intent(late.id).await.status, Status::NeedsReview);
+    assert_eq!(
+        export(&h, start, h.clock.now_ms() + 1, Format::Csv)
+            .await
+            .lines()
+            .count(),
+        1
+    );
+
+    let client = ApiClient::serve(context_with_role_tokens(&h)).await;
+    let (status, body) = client
+        .call(
+            Method::POST,
+            &format!("/v1/cases/{}/actions", late.id),
+            Some(SUPPORT),
+            Some("accept-late-1"),
+            Some(
+                serde_json::json!({"action": "accept", "note": "paid an hour late", "actor": "ana"})
+                    .to_string(),
+            ),
+        )
+        .await;
+    assert!(status.is_success(), "{status} {body}");
+    h.sync().await;
+    let end = h.clock.now_ms() + 1;
+
+    let jsonl = export(&h, start, end, Format::JsonLines).await;
+    let rows: Vec<serde_json::Value> = jsonl
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 1, "{jsonl}");
+    let row = &rows[0];
+    assert_eq!(row["reference"], "LATE-1");
+    assert_eq!(row["settled_by"], "support");
+    assert_eq!(row["decision_action"], "accept");
+    assert_eq!(row["decision_actor"], "ana");
+    let decision: i64 = h
+        .count(&format!(
+            "SELECT MAX(id) FROM decisions WHERE intent_id = {}",
+            late.id
+        ))
+        .await;
+    assert_eq!(
+        row["decision_id"].to_string().trim_matches('"'),
+        decision.to_string()
+    );
+    assert_eq!(row["usd"], "100.00");
+    assert!(row["transactions"].as_str().unwrap().contains('@'));
+    let csv = export(&h, start, end, Format::Csv).await;
+    let line = csv.lines().nth(1).expect("one row");
+    assert!(
+        line.contains(",support,") && line.contains(&format!(",{decision},accept,ana,")),
+        "{line}"
     );
 }
