@@ -92,6 +92,13 @@ impl Daemon {
     }
 
     pub async fn start_again(&mut self) {
+        // A killed process's connections die with it, and SQLite's locks
+        // with them. Here the dropped tasks' connections outlive them in
+        // the old pool, one perhaps inside a transaction whose rollback
+        // waits for the connection's next use: a write lock the new
+        // process would meet as "database is locked" (seen in CI). Closing
+        // the pool ends them as the process's end would.
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.ctx.store.close()).await;
         self.ctx = Context::build(self.settings.clone())
             .await
             .expect("context builds");

@@ -177,7 +177,39 @@ impl EthWorld {
 
     /// Mines until every block so far is `finalized` on anvil.
     pub async fn finalize(&self) {
+        self.wait_sent_mined().await;
         self.node.mine(FINALITY_DEPTH).await.expect("mines");
+    }
+
+    /// anvil answers eth_sendTransaction before its automine task has mined
+    /// the transaction: mined blocks asked for meanwhile may take it in
+    /// (seen once in CI: a payment in the first of the 64 blocks meant to
+    /// finalize it, so one short of final). Waits until none is pending.
+    pub async fn wait_sent_mined(&self) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let status = self
+                .node
+                .rpc("txpool_status", serde_json::json!([]))
+                .await
+                .expect("txpool_status");
+            let pending = status
+                .get("pending")
+                .and_then(|p| {
+                    p.as_str()
+                        .map(str::to_owned)
+                        .or_else(|| p.as_u64().map(|n| format!("{n:#x}")))
+                })
+                .unwrap_or_default();
+            if pending == "0x0" {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "transactions still pending after 10 s: {status}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
     }
 
     pub async fn tip(&self) -> u64 {
