@@ -2,7 +2,7 @@
 //! They leave the watch set of a source that can look addresses up, and
 //! the sweep looks them up instead (see `watcher::dormancy`).
 
-use paywatch_core::Network;
+use paywatch_core::{Network, Probe};
 use sqlx::Row;
 
 use super::blocks::{to_i64, to_u64};
@@ -20,15 +20,6 @@ pub(super) const LIVE_ADDRESSES_SINCE: &str = "SELECT address, issued_at FROM ad
 /// A page of the sweep (index `addresses_dormant`).
 pub(super) const DORMANT_PAGE: &str = "SELECT id, address, dormant_height FROM addresses \
      WHERE network = $1 AND dormant_at IS NOT NULL AND id > $2 ORDER BY id LIMIT $3";
-
-/// A dormant address, as the sweep pages through them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DormantAddress {
-    pub id: i64,
-    pub address: String,
-    /// The last block read while it was watched.
-    pub watched_to: u64,
-}
 
 impl Store {
     /// The issued addresses of `network` that are watched live, issued at
@@ -91,13 +82,14 @@ impl Store {
         rows.iter().map(|r| Ok(r.try_get("address")?)).collect()
     }
 
-    /// The dormant addresses of `network` after id `after`, in id order.
+    /// The dormant addresses of `network` after id `after`, in id order,
+    /// each with its id and what the sweep asks of it.
     pub(crate) async fn dormant_page(
         &self,
         network: Network,
         after: i64,
         limit: i64,
-    ) -> Result<Vec<DormantAddress>, StoreError> {
+    ) -> Result<Vec<(i64, Probe)>, StoreError> {
         let rows = sqlx::query(DORMANT_PAGE)
             .bind(network.as_str())
             .bind(after)
@@ -106,11 +98,12 @@ impl Store {
             .await?;
         rows.iter()
             .map(|r| {
-                Ok(DormantAddress {
-                    id: r.try_get("id")?,
+                let probe = Probe {
                     address: r.try_get("address")?,
+                    // The last block read while it was watched.
                     watched_to: to_u64(r.try_get("dormant_height")?).unwrap_or(0),
-                })
+                };
+                Ok((r.try_get("id")?, probe))
             })
             .collect()
     }
@@ -151,16 +144,15 @@ impl Store {
     /// The lowest last block read with a dormant address of `network`
     /// watched; `None` when none is dormant.
     pub(crate) async fn dormant_floor(&self, network: Network) -> Result<Option<u64>, StoreError> {
+        // Every dormant row has its height: no rows, no minimum.
         let row = sqlx::query(
-            "SELECT MIN(dormant_height) AS low, COUNT(*) AS n FROM addresses \
+            "SELECT MIN(dormant_height) AS low FROM addresses \
              WHERE network = $1 AND dormant_at IS NOT NULL",
         )
         .bind(network.as_str())
         .fetch_one(self.pool())
         .await?;
-        let n: i64 = row.try_get("n")?;
-        let low: Option<i64> = row.try_get("low")?;
-        Ok((n > 0).then(|| to_u64(low).unwrap_or(0)))
+        Ok(to_u64(row.try_get("low")?))
     }
 
     /// Every dormant address of `network` back among the live ones, for a

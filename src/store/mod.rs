@@ -54,7 +54,6 @@ pub use cursor::{ApplyOutcome, ChainStatus};
 pub(crate) use decisions::{DecisionPayment, NewAudit, NewDecision, PaymentKey};
 pub(crate) use dialect::Col;
 pub use dialect::{redact_url, Dialect};
-pub use dormancy::DormantAddress;
 pub use error::StoreError;
 pub use export::{ExportKey, SettlementLine};
 pub(crate) use facts::{DecisionRow, Facts, SettlementRow};

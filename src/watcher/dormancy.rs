@@ -171,13 +171,7 @@ impl Watcher {
             .store
             .dormant_page(network, round.after, limit)
             .await?;
-        let probes: Vec<Probe> = page
-            .iter()
-            .map(|d| Probe {
-                address: d.address.clone(),
-                watched_to: d.watched_to,
-            })
-            .collect();
+        let probes: Vec<Probe> = page.iter().map(|(_, p)| p.clone()).collect();
         let found = match stream.source().activity_after(&probes).await {
             Ok(found) => found,
             Err(e) => {
@@ -191,21 +185,26 @@ impl Watcher {
                 return Ok(());
             }
         };
-        let mut woken = Vec::new();
-        for (probe, activity) in probes.into_iter().zip(found) {
-            let rescan_from = match activity {
-                Activity::Quiet => continue,
-                Activity::Unconfirmed => None,
-                Activity::InBlock(h) => Some(h),
-            };
-            if self.rescan_queued(stream, rescan_from).await? {
-                woken.push(probe.address);
-            }
-            // Otherwise it stays dormant, and the next round finds it again.
-        }
-        if !woken.is_empty() {
+        let active: Vec<(String, Activity)> = probes
+            .into_iter()
+            .zip(found)
+            .filter(|(_, a)| *a != Activity::Quiet)
+            .map(|(p, a)| (p.address, a))
+            .collect();
+        // One rescan, from the lowest block any of them was paid in, covers
+        // them all; unconfirmed money needs none.
+        let rescan_from = active
+            .iter()
+            .filter_map(|(_, a)| match a {
+                Activity::InBlock(h) => Some(*h),
+                _ => None,
+            })
+            .min();
+        // Otherwise they stay dormant, and the next round finds them again.
+        if !active.is_empty() && self.rescan_queued(stream, rescan_from).await? {
+            let woken: Vec<String> = active.into_iter().map(|(a, _)| a).collect();
             // Watched from the next block read; the rescan queued above
-            // reads the ones before with it watched.
+            // reads the ones before with them watched.
             self.deps.watch.extend(woken.iter().map(String::as_str));
             self.deps.store.wake_addresses(network, &woken, now).await?;
             self.metrics
@@ -214,8 +213,8 @@ impl Watcher {
         }
         let round = self.sweep.round.as_mut().expect("checked above");
         match page.last() {
-            Some(last) if page.len() >= dormancy.page.max(1) => {
-                round.after = last.id;
+            Some((last, _)) if page.len() >= dormancy.page.max(1) => {
+                round.after = *last;
                 round.next_page_at = now + round.page_gap_ms;
             }
             _ => self.sweep.round = None,
