@@ -21,6 +21,7 @@ mod leader;
 pub mod metrics;
 pub mod money_settings;
 mod pasted;
+mod pay;
 pub mod payment_uri;
 pub mod reconcile;
 pub mod restore;

@@ -310,6 +310,10 @@ fn header_read_timeout_secs() -> u64 {
     5
 }
 
+fn event_stream_secs() -> u64 {
+    300
+}
+
 fn request_timeout_secs() -> u64 {
     30
 }
@@ -434,6 +438,12 @@ pub struct ApiSettings {
     /// console's cookie is then `Secure` with the `__Host-` prefix.
     #[serde(default)]
     pub behind_tls: bool,
+    /// How long one live status stream stays open; the browser's
+    /// EventSource then reconnects with `Last-Event-ID` and misses nothing.
+    /// Bounded so a listener that went away is let go, and a slot is not
+    /// held for ever by one page.
+    #[serde(default = "event_stream_secs")]
+    pub event_stream_secs: u64,
     /// Role (`storefront`, `operator`, `support`) → SHA-256 hashes (hex) of
     /// its bearer tokens. Tokens themselves are never configured or stored.
     pub tokens: BTreeMap<String, Vec<String>>,

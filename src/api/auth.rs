@@ -268,6 +268,7 @@ mod tests {
             request_timeout_secs: 1,
             behind_tls: false,
             auth_failures_per_minute: 20,
+            event_stream_secs: 1,
             tokens,
         }
     }

@@ -53,6 +53,13 @@ pub struct IntentView {
     /// A refund support required or sent.
     pub refund: Option<RefundView>,
     pub payment: PaymentView,
+    /// Hand this to the customer's browser, never a storefront token: it
+    /// reads this intent's status and payment instructions only
+    /// (`/v1/view/{token}`, its live `/events`, the page at `/pay/{token}`).
+    /// `None` for intents made before view tokens.
+    pub view_token: Option<String>,
+    /// The hosted payment page, a path on this paywatch.
+    pub pay_page: Option<String>,
 }
 
 /// A refund, as the storefront may show it to its customer.
@@ -167,6 +174,8 @@ impl IntentView {
                 qr_svg: format!("/v1/intents/{}/qr.svg", i.id),
                 qr_png: format!("/v1/intents/{}/qr.png", i.id),
             },
+            view_token: i.view_token.clone(),
+            pay_page: i.view_token.as_ref().map(|t| format!("/pay/{t}")),
         }
     }
 }

@@ -5,12 +5,14 @@
 mod auth;
 pub(crate) mod bounded_listener;
 pub(crate) mod connections;
+mod customer_view;
 mod error;
 mod events;
 mod export;
 mod health;
 mod intent_view;
 pub(crate) mod latency;
+mod live;
 mod operator;
 mod query;
 mod storefront;
@@ -31,6 +33,8 @@ use tokio::sync::Notify;
 use tracing::info;
 
 pub use auth::{Caller, Role, TokenConfigError, TokenTable};
+pub(crate) use customer_view::view_of as customer_view_of;
+pub use customer_view::CustomerView;
 pub use error::ApiError;
 pub use intent_view::IntentView;
 pub use throttle::AUTH_FAILURES_PER_MINUTE;
@@ -61,6 +65,8 @@ pub struct ApiState {
     pub(crate) readiness: Arc<health::Readiness>,
     /// Failed token attempts per client address.
     pub(crate) failures: Arc<throttle::FailureThrottle>,
+    /// The feed as it grows, for live status streams.
+    pub(crate) live: Arc<live::FeedTail>,
 }
 
 impl ApiState {
@@ -75,6 +81,7 @@ impl ApiState {
             recheck: Arc::new(Notify::new()),
             readiness: Arc::default(),
             failures,
+            live: Arc::default(),
         })
     }
 
@@ -101,7 +108,11 @@ pub fn router(state: ApiState) -> Router {
             "/v1/intents/{id}/declared-paid",
             post(storefront::declare_paid),
         )
+        .route("/v1/intents/{id}/events", get(live::intent_events))
         .route("/v1/intents/{id}/{file}", get(storefront::qr))
+        .route("/v1/view/{token}", get(customer_view::get))
+        .route("/v1/view/{token}/events", get(live::view_events))
+        .route("/v1/view/{token}/{file}", get(customer_view::qr))
         .route("/v1/events", get(events::list))
         .route("/v1/cases", get(support::find))
         .route("/v1/cases/{id}", get(support::case))
@@ -119,6 +130,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/accounts/{account}/debits", post(storefront::debit))
         .merge(webhooks::routes())
         .merge(crate::console::routes())
+        .merge(crate::pay::routes())
         .fallback(|| async { ApiError::not_found("no such endpoint; see /v1/openapi.json") })
         .layer(DefaultBodyLimit::max(limit))
         .layer(axum::middleware::from_fn_with_state(

@@ -73,6 +73,11 @@ impl Html {
             .raw("</td></tr>")
     }
 
+    /// The markup, for a page served outside the console.
+    pub(crate) fn into_string(self) -> String {
+        self.0
+    }
+
     #[cfg(test)]
     pub(crate) fn as_str(&self) -> &str {
         &self.0

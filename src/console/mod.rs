@@ -15,7 +15,7 @@ mod case;
 mod chart;
 mod csrf;
 mod find;
-mod html;
+pub(crate) mod html;
 mod login;
 mod parts;
 mod queue;

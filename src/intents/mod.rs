@@ -31,6 +31,14 @@ pub struct NewIntent {
     pub usd_amount: String,
 }
 
+/// A customer's view token: 256 random bits in hex, so it cannot be
+/// guessed, and it opens one intent's status and payment instructions only.
+fn new_view_token() -> Result<String, IntentError> {
+    let mut bits = [0u8; 32];
+    getrandom::getrandom(&mut bits).map_err(|e| IntentError::NoRandomness(e.to_string()))?;
+    Ok(hex::encode(bits))
+}
+
 /// Errors the storefront gets back. Each has a stable code.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -82,6 +90,8 @@ pub enum IntentError {
     KeyReused { key: String, intent: i64 },
     #[error("address derivation failed on {network}: {why}")]
     Derivation { network: Network, why: String },
+    #[error("no randomness for the intent's view token: {0}")]
+    NoRandomness(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -100,7 +110,9 @@ impl IntentError {
             | IntentError::KeyReused { .. }
             | IntentError::ReferenceOfAnotherAccount { .. } => "conflict",
             IntentError::TooManyOpen { .. } => "too_many_open_intents",
-            IntentError::Derivation { .. } | IntentError::Store(_) => "internal",
+            IntentError::Derivation { .. }
+            | IntentError::Store(_)
+            | IntentError::NoRandomness(_) => "internal",
         }
     }
 }
@@ -343,6 +355,7 @@ impl IntentService {
                 .ok_or(IntentError::NoAddressAvailable(network))?,
         };
         let rate_text = rate.usd_per_coin.normalize().to_string();
+        let view_token = new_view_token()?;
         let expires_at_ms = now + self.policy.expiry_secs * 1000;
         let row = NewIntentRow {
             kind,
@@ -359,6 +372,7 @@ impl IntentService {
             expires_at_ms,
             confirm_by_ms: expires_at_ms + self.policy.confirm_window_secs(network) * 1000,
             create_key,
+            view_token: &view_token,
         };
         let Some(intent) = self.store.insert_intent(&mut tx, &row, address_id).await? else {
             // A settled reference: the rollback returns the address too.

@@ -32,20 +32,65 @@ impl Store {
         .bind(limit)
         .fetch_all(self.pool())
         .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(FeedEvent {
-                    cursor: r.try_get("cursor")?,
-                    topic: r.try_get("topic")?,
-                    kind: r.try_get("kind")?,
-                    reference: r.try_get("reference")?,
-                    intent_id: r.try_get("intent_id")?,
-                    payload: r.try_get("payload")?,
-                    created_at_ms: r.try_get("created_at_ms")?,
-                })
-            })
-            .collect()
+        rows.iter().map(feed_event).collect()
     }
+}
+
+impl Store {
+    /// Up to `limit` of one intent's events after `after`, oldest first:
+    /// what its live status stream replays on a reconnect.
+    pub async fn intent_events_after(
+        &self,
+        intent_id: i64,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<FeedEvent>, StoreError> {
+        let rows = sqlx::query(INTENT_EVENTS_AFTER)
+            .bind(intent_id)
+            .bind(after)
+            .bind(limit)
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(feed_event).collect()
+    }
+
+    /// The newest cursor in the feed (0 when empty). Seq order is commit
+    /// order, so nothing below it is still to commit.
+    pub async fn feed_head(&self) -> Result<i64, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM outbox")
+                .fetch_one(self.pool())
+                .await?,
+        )
+    }
+
+    /// The newest cursor of one intent's events (0 with none): where a
+    /// stream that began with the intent's current state resumes.
+    pub async fn last_intent_cursor(&self, intent_id: i64) -> Result<i64, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT COALESCE(MAX(seq), 0) FROM outbox WHERE intent_id = $1 AND seq IS NOT NULL",
+        )
+        .bind(intent_id)
+        .fetch_one(self.pool())
+        .await?)
+    }
+}
+
+/// One intent's events after a cursor, by `outbox_by_intent`.
+pub(crate) const INTENT_EVENTS_AFTER: &str =
+    "SELECT cursor, topic, kind, reference, intent_id, payload, created_at_ms \
+     FROM paywatch_events WHERE intent_id = $1 AND cursor > $2 ORDER BY cursor LIMIT $3";
+
+fn feed_event(r: &sqlx::any::AnyRow) -> Result<FeedEvent, StoreError> {
+    Ok(FeedEvent {
+        cursor: r.try_get("cursor")?,
+        topic: r.try_get("topic")?,
+        kind: r.try_get("kind")?,
+        reference: r.try_get("reference")?,
+        intent_id: r.try_get("intent_id")?,
+        payload: r.try_get("payload")?,
+        created_at_ms: r.try_get("created_at_ms")?,
+    })
 }
 
 impl Store {

@@ -5,7 +5,7 @@
 //! (`examples/year_of_data.rs`), which times them: the queries are the
 //! store's own, built by the same functions.
 
-use super::{blocks, cases, dormancy, finality, metrics_read, Dialect};
+use super::{blocks, cases, dormancy, finality, intents, metrics_read, Dialect};
 
 /// One hot query: what it is for, its SQL, its values (integers when they
 /// parse), and the indexes its plan must use.
@@ -39,11 +39,11 @@ pub fn history_sql(rows: i64) -> Vec<String> {
         format!(
             "INSERT INTO intents (kind, reference, account, asset, network, address, decimals, \
              amount_due, usd_cents, rate_usd, rate_source, rate_at, created_at, expires_at, \
-             status, updated_at) \
+             status, updated_at, view_token) \
              SELECT 'order', 'order-' || n, 'acct-' || (n % 5000), 'BTC', 'bitcoin', 'bc1q' || n, 8, \
              100000 + n % 100, 5000, '50000', 'fixed', n, n, n + 1, \
              CASE WHEN n % 5000 = 0 THEN 'needs_review' WHEN n % 4999 = 0 THEN 'confirming' \
-                  ELSE 'paid' END, n \
+                  ELSE 'paid' END, n, 'view-' || n \
              FROM generate_series(CAST(1 AS BIGINT), {rows}) n"
         ),
         format!(
@@ -104,6 +104,12 @@ pub fn hot_queries(rows: i64) -> Vec<HotQuery> {
             sql: dormancy::DORMANT_PAGE.to_owned(),
             binds: text(&["bitcoin", "0", "100"]),
             indexes: &["addresses_dormant"],
+        },
+        HotQuery {
+            what: "the intent a customer's checkout page opens",
+            sql: intents::INTENT_BY_VIEW_TOKEN.to_owned(),
+            binds: text(&["view-4242"]),
+            indexes: &["intents_by_view_token"],
         },
     ];
     let leak = |v: Vec<String>| -> &'static [String] { Vec::leak(v) };

@@ -42,6 +42,9 @@ pub struct IntentRecord {
     /// for intents made before the deadline was kept (the configured
     /// window after the expiry applies).
     pub confirm_by_ms: Option<i64>,
+    /// Lets a customer's browser read this intent's status and payment
+    /// instructions only; `None` for intents made before view tokens.
+    pub view_token: Option<String>,
 }
 
 /// How a reference was paid.
@@ -75,7 +78,18 @@ pub struct NewIntentRow<'a> {
     pub confirm_by_ms: i64,
     /// The storefront's idempotency key, unique across intents.
     pub create_key: Option<&'a str>,
+    pub view_token: &'a str,
 }
+
+/// By `intents_by_view_token`. Spelt out, not built from
+/// [`INTENT_COLUMNS`], so the index-use test can name it.
+pub(crate) const INTENT_BY_VIEW_TOKEN: &str =
+    "SELECT id, kind, reference, account, asset, network, \
+    address, CAST(amount_due AS TEXT) AS amount_due, usd_cents, rate_usd, rate_source, rate_at, \
+    created_at, expires_at, status, exception, reason, reason_code, \
+    CAST(amount_final AS TEXT) AS amount_final, CAST(amount_pending AS TEXT) AS amount_pending, \
+    CAST(amount_excess AS TEXT) AS amount_excess, paid_at, settled_through, reversed_at, \
+    declared_paid_at, outcome, confirm_by, view_token FROM intents WHERE view_token = $1";
 
 /// One line of an intent's history.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,7 +105,7 @@ pub(crate) const INTENT_COLUMNS: &str = "id, kind, reference, account, asset, ne
     CAST(amount_due AS TEXT) AS amount_due, usd_cents, rate_usd, rate_source, rate_at, created_at, \
     expires_at, status, exception, reason, reason_code, CAST(amount_final AS TEXT) AS amount_final, \
     CAST(amount_pending AS TEXT) AS amount_pending, CAST(amount_excess AS TEXT) AS amount_excess, \
-    paid_at, settled_through, reversed_at, declared_paid_at, outcome, confirm_by";
+    paid_at, settled_through, reversed_at, declared_paid_at, outcome, confirm_by, view_token";
 
 pub(crate) fn intent_from_row(row: &AnyRow) -> Result<IntentRecord, StoreError> {
     let corrupt = |what: String| StoreError::Corrupt(what);
@@ -144,6 +158,7 @@ pub(crate) fn intent_from_row(row: &AnyRow) -> Result<IntentRecord, StoreError> 
             .transpose()
             .map_err(|e| corrupt(format!("intent outcome: {e}")))?,
         confirm_by_ms: row.try_get("confirm_by")?,
+        view_token: row.try_get("view_token")?,
     })
 }
 
@@ -177,9 +192,9 @@ impl Store {
     ) -> Result<Option<IntentRecord>, StoreError> {
         const INSERT: &str = "INSERT INTO intents (kind, reference, account, asset, network, address, \
              decimals, amount_due, usd_cents, rate_usd, rate_source, rate_at, created_at, expires_at, \
-             status, updated_at, twin_address, create_key, confirm_by) \
+             status, updated_at, twin_address, create_key, confirm_by, view_token) \
              SELECT $1, $2, $3, $4, $5, $6, $7, NUM($8), $9, $10, $11, $12, $13, $14, \
-             'awaiting_payment', $13, $15, $16, $17 \
+             'awaiting_payment', $13, $15, $16, $17, $18 \
              WHERE NOT EXISTS (SELECT 1 FROM settlements WHERE kind = $1 AND reference = $2)";
         // On PostgreSQL the four writes are one statement: intent creation is
         // the storefront's hot path, and each statement is a round trip and
@@ -191,7 +206,7 @@ impl Store {
                  q AS (INSERT INTO reconcile_queue (network, address) SELECT network, address FROM i), \
                  e AS (INSERT INTO intent_events (intent_id, at, kind, status) \
                        SELECT id, created_at, 'created', status FROM i), \
-                 l AS (UPDATE addresses SET intent_id = i.id FROM i WHERE addresses.id = $18) \
+                 l AS (UPDATE addresses SET intent_id = i.id FROM i WHERE addresses.id = $19) \
                  SELECT {INTENT_COLUMNS} FROM i"
             )),
             Dialect::Sqlite => self.sql(&format!("{INSERT} RETURNING {INTENT_COLUMNS}")),
@@ -213,7 +228,8 @@ impl Store {
             .bind(new.expires_at_ms)
             .bind(crate::twin::twin(new.method.network(), new.address).map(|(_, a)| a))
             .bind(new.create_key)
-            .bind(new.confirm_by_ms);
+            .bind(new.confirm_by_ms)
+            .bind(new.view_token);
         if self.dialect() == Dialect::Postgres {
             query = query.bind(address_id);
         }
@@ -286,6 +302,18 @@ impl Store {
         let sql = format!("SELECT {INTENT_COLUMNS} FROM intents WHERE id = $1");
         let row = sqlx::query(&sql)
             .bind(id)
+            .fetch_optional(self.pool())
+            .await?;
+        row.as_ref().map(intent_from_row).transpose()
+    }
+
+    /// The intent a customer's view token opens, if any.
+    pub async fn intent_by_view_token(
+        &self,
+        token: &str,
+    ) -> Result<Option<IntentRecord>, StoreError> {
+        let row = sqlx::query(INTENT_BY_VIEW_TOKEN)
+            .bind(token)
             .fetch_optional(self.pool())
             .await?;
         row.as_ref().map(intent_from_row).transpose()
@@ -547,5 +575,18 @@ impl Store {
             .fetch_all(self.pool())
             .await?;
         rows.iter().map(intent_from_row).collect()
+    }
+}
+
+#[cfg(test)]
+mod view_token_query {
+    use super::{INTENT_BY_VIEW_TOKEN, INTENT_COLUMNS};
+
+    #[test]
+    fn the_view_token_lookup_reads_every_intent_column() {
+        assert_eq!(
+            INTENT_BY_VIEW_TOKEN,
+            format!("SELECT {INTENT_COLUMNS} FROM intents WHERE view_token = $1")
+        );
     }
 }

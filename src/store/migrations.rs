@@ -201,6 +201,21 @@ const POSTGRES: Embedded = &[
         "dormant addresses by id",
         include_str!("../../migrations/postgres/0038_addresses_dormant.sql"),
     ),
+    (
+        39,
+        "view tokens",
+        include_str!("../../migrations/postgres/0039_view_tokens.sql"),
+    ),
+    (
+        40,
+        "intents by view token",
+        include_str!("../../migrations/postgres/0040_intents_by_view_token.sql"),
+    ),
+    (
+        41,
+        "outbox by intent",
+        include_str!("../../migrations/postgres/0041_outbox_by_intent.sql"),
+    ),
 ];
 const SQLITE: Embedded = &[
     (
@@ -392,6 +407,21 @@ const SQLITE: Embedded = &[
         38,
         "dormant addresses by id",
         include_str!("../../migrations/sqlite/0038_addresses_dormant.sql"),
+    ),
+    (
+        39,
+        "view tokens",
+        include_str!("../../migrations/sqlite/0039_view_tokens.sql"),
+    ),
+    (
+        40,
+        "intents by view token",
+        include_str!("../../migrations/sqlite/0040_intents_by_view_token.sql"),
+    ),
+    (
+        41,
+        "outbox by intent",
+        include_str!("../../migrations/sqlite/0041_outbox_by_intent.sql"),
     ),
 ];
 

@@ -76,6 +76,8 @@ impl World {
         // a wrong one from this one address; the failed-token throttle
         // would lock it out (its own test is in tests/hostile_callers.rs).
         ctx.settings.api.auth_failures_per_minute = u32::MAX;
+        // Schemathesis reads a live status stream to its end: a short one.
+        ctx.settings.api.event_stream_secs = 1;
         let client = ApiClient::serve(ctx).await;
         let mut w = World { h, client };
         w.fill().await;

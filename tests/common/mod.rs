@@ -52,6 +52,7 @@ pub mod proxy;
 pub mod replica;
 pub mod schemathesis;
 pub mod solana;
+pub mod sse;
 pub mod tron;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,340 @@
+//! Live status for checkout pages: one intent's events as server-sent
+//! events (`text/event-stream`), so a page need not poll.
+//!
+//! Fed by the outbox, the same rows as the feed and the webhooks, so
+//! nothing is skipped: each event's `id` is its feed cursor, and a client
+//! that reconnects with `Last-Event-ID` (a browser's EventSource does so by
+//! itself) is sent every event of the intent after it, then the live ones.
+//! A stream opened without one starts with the intent's current state.
+//!
+//! One task per process tails the feed and hands each new event to every
+//! open stream ([`FeedTail`]); a stream that falls behind it reads what it
+//! missed from the database, so a slow client costs its own reads, never
+//! another stream's events or memory.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::stream;
+use serde_json::{json, Map, Value};
+use tokio::sync::{broadcast, OnceCell};
+use tokio::time::Instant;
+use tracing::warn;
+
+use super::auth::Role;
+use super::customer_view::{by_token, customer_status, CustomerView};
+use super::error::ApiError;
+use super::intent_view::IntentView;
+use super::storefront::parse_id;
+use super::ApiState;
+use crate::store::{FeedEvent, Store};
+
+/// How often the tail looks for new events.
+const TAIL_EVERY: Duration = Duration::from_millis(250);
+/// Events the tail reads at once, and a stream's replay page.
+const PAGE: i64 = 500;
+/// New events held for streams that have not taken them yet; a stream
+/// further behind reads from the database instead.
+const TAIL_BUFFER: usize = 1024;
+/// What a browser waits before reconnecting a stream that ended.
+const RETRY: Duration = Duration::from_secs(2);
+
+/// The one task per process that reads the feed as it grows.
+#[derive(Debug, Default)]
+pub(crate) struct FeedTail {
+    sender: OnceCell<broadcast::Sender<Arc<FeedEvent>>>,
+}
+
+impl FeedTail {
+    /// A receiver of every event committed after this call returns.
+    async fn subscribe(
+        &self,
+        store: &Store,
+    ) -> Result<broadcast::Receiver<Arc<FeedEvent>>, ApiError> {
+        let sender = self
+            .sender
+            .get_or_try_init(|| async {
+                // Started at the feed's head: a stream reads older events
+                // itself, after subscribing, so none falls between.
+                let head = store.feed_head().await?;
+                let (sender, _) = broadcast::channel(TAIL_BUFFER);
+                tokio::spawn(tail(store.clone(), head, sender.clone()));
+                Ok::<_, ApiError>(sender)
+            })
+            .await?;
+        Ok(sender.subscribe())
+    }
+}
+
+async fn tail(store: Store, mut after: i64, sender: broadcast::Sender<Arc<FeedEvent>>) {
+    let mut ticker = tokio::time::interval(TAIL_EVERY);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        if sender.receiver_count() == 0 {
+            // Nobody listens: the head moves on without being read; a new
+            // stream reads what it needs from the database.
+            match store.feed_head().await {
+                Ok(head) => after = head,
+                Err(e) => warn!(error = %e, "live status: reading the feed's head failed"),
+            }
+            continue;
+        }
+        loop {
+            match store.events_after(after, PAGE).await {
+                Ok(events) => {
+                    let full = i64::try_from(events.len()).unwrap_or(i64::MAX) == PAGE;
+                    for e in events {
+                        after = e.cursor;
+                        // No receiver left is not an error: the next round
+                        // moves the head.
+                        let _ = sender.send(Arc::new(e));
+                    }
+                    if !full {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    warn!(error = %e, "live status: reading the feed failed; trying again");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Who is listening, which decides what an event shows.
+#[derive(Debug, Clone)]
+enum Listener {
+    /// The storefront (or support, an operator): events as the feed has them.
+    Storefront,
+    /// A customer's browser with the intent's view token.
+    Customer { token: String },
+}
+
+/// Where a stream starts.
+fn resume_from(headers: &HeaderMap) -> Result<Option<i64>, ApiError> {
+    let Some(value) = headers.get("last-event-id") else {
+        return Ok(None);
+    };
+    value
+        .to_str()
+        .ok()
+        .and_then(|v| v.trim().parse::<i64>().ok())
+        .filter(|c| *c >= 0)
+        .map(Some)
+        .ok_or_else(|| {
+            ApiError::invalid(
+                "Last-Event-ID: not an event id this stream sent (a non-negative integer)",
+            )
+        })
+}
+
+/// `GET /v1/intents/{id}/events`.
+pub(crate) async fn intent_events(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    s.tokens.authorize(
+        &headers,
+        &[Role::Storefront, Role::Support, Role::Operator],
+        "intent_events",
+    )?;
+    let id = parse_id(&id)?;
+    let from = resume_from(&headers)?;
+    if s.ctx.store.intent(id).await?.is_none() {
+        return Err(ApiError::not_found(format!("no intent {id}")));
+    }
+    open(s, id, from, Listener::Storefront).await
+}
+
+/// `GET /v1/view/{token}/events`.
+pub(crate) async fn view_events(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+    Path(token): Path<String>,
+) -> Result<Response, ApiError> {
+    let from = resume_from(&headers)?;
+    let intent = by_token(&s, &token).await?;
+    open(s, intent.id, from, Listener::Customer { token }).await
+}
+
+/// A stream's state between events.
+struct Stream {
+    s: ApiState,
+    intent_id: i64,
+    listener: Listener,
+    live: broadcast::Receiver<Arc<FeedEvent>>,
+    /// The last cursor sent: nothing at or below it is sent again.
+    sent: i64,
+    /// Read from the database, not sent yet.
+    backlog: VecDeque<Arc<FeedEvent>>,
+    /// The first event: the intent's state now, when not resuming.
+    opening: Option<Event>,
+    /// Events committed before the stream subscribed to the tail, or
+    /// dropped by it while the stream lagged, are still to be read.
+    replay_owed: bool,
+    ends_at: Instant,
+}
+
+async fn open(
+    s: ApiState,
+    intent_id: i64,
+    from: Option<i64>,
+    listener: Listener,
+) -> Result<Response, ApiError> {
+    let live = s.live.subscribe(&s.ctx.store).await?;
+    let horizon = s.ctx.store.feed_pruned_through().await?;
+    // Resuming from before a prune would skip what was pruned: start from
+    // the intent's state instead, which carries everything since.
+    let (sent, opening) = match from.filter(|c| *c >= horizon) {
+        Some(cursor) => (cursor, None),
+        None => {
+            // The cursor first, then the state: the state is at least as new
+            // as the cursor, and an event between is sent again, harmlessly.
+            let cursor = s.ctx.store.last_intent_cursor(intent_id).await?;
+            let intent = s
+                .ctx
+                .store
+                .intent(intent_id)
+                .await?
+                .ok_or_else(|| ApiError::not_found(format!("no intent {intent_id}")))?;
+            let data = match &listener {
+                Listener::Storefront => serde_json::to_value(
+                    IntentView::load(&intent, &s.ctx.settings, &s.ctx.store).await?,
+                ),
+                Listener::Customer { token } => {
+                    serde_json::to_value(CustomerView::new(&intent, token, &s))
+                }
+            }
+            .unwrap_or(Value::Null);
+            let opening = Event::default()
+                .event("snapshot")
+                .id(cursor.to_string())
+                .retry(RETRY)
+                .data(data.to_string());
+            (cursor, Some(opening))
+        }
+    };
+    let ends_at = Instant::now() + Duration::from_secs(s.ctx.settings.api.event_stream_secs.max(1));
+    let state = Stream {
+        s,
+        intent_id,
+        listener,
+        live,
+        sent,
+        backlog: VecDeque::new(),
+        opening,
+        replay_owed: true,
+        ends_at,
+    };
+    let events = stream::unfold(state, |mut st| async move {
+        let event = st.next().await?;
+        Some((Ok::<_, Infallible>(event), st))
+    });
+    Ok(Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response())
+}
+
+impl Stream {
+    /// The next event to send; `None` ends the stream.
+    async fn next(&mut self) -> Option<Event> {
+        if let Some(opening) = self.opening.take() {
+            return Some(opening);
+        }
+        loop {
+            if let Some(e) = self.backlog.pop_front() {
+                if e.cursor > self.sent {
+                    self.sent = e.cursor;
+                    if let Some(event) = self.render(&e) {
+                        return Some(event);
+                    }
+                }
+                continue;
+            }
+            if self.replay_owed {
+                self.refill().await?;
+                continue;
+            }
+            let received = tokio::select! {
+                r = self.live.recv() => r,
+                () = tokio::time::sleep_until(self.ends_at) => return None,
+            };
+            match received {
+                Ok(e) if e.intent_id == Some(self.intent_id) => self.backlog.push_back(e),
+                Ok(_) => {}
+                Err(broadcast::error::RecvError::Lagged(_)) => self.replay_owed = true,
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    }
+
+    /// Reads what the stream missed from the database; `None` (ending the
+    /// stream, which the client reconnects) if the database cannot answer.
+    async fn refill(&mut self) -> Option<()> {
+        match self
+            .s
+            .ctx
+            .store
+            .intent_events_after(self.intent_id, self.sent, PAGE)
+            .await
+        {
+            Ok(events) => {
+                // A full page may have more behind it: read on once it is sent.
+                self.replay_owed = i64::try_from(events.len()).unwrap_or(i64::MAX) == PAGE;
+                self.backlog.extend(events.into_iter().map(Arc::new));
+                Some(())
+            }
+            Err(e) => {
+                warn!(error = %e, intent = self.intent_id, "live status: reading missed events failed");
+                None
+            }
+        }
+    }
+
+    /// The event as this listener may see it; `None` for one a customer
+    /// is not shown (ledger postings, support's decisions).
+    fn render(&self, e: &FeedEvent) -> Option<Event> {
+        let payload: Map<String, Value> = serde_json::from_str(&e.payload).unwrap_or_default();
+        let (name, data) = match &self.listener {
+            Listener::Storefront => (
+                e.topic.clone(),
+                json!({
+                    "cursor": e.cursor,
+                    "topic": e.topic,
+                    "kind": e.kind,
+                    "reference": e.reference,
+                    "intent_id": e.intent_id,
+                    "created_at_ms": e.created_at_ms,
+                    "data": payload,
+                }),
+            ),
+            Listener::Customer { .. } => match e.topic.as_str() {
+                "intent.status" => (
+                    "status".to_owned(),
+                    customer_status(&payload, self.s.ctx.clock.now_ms()),
+                ),
+                // Settled, reversed, recredited: the word only.
+                "settlement" => (
+                    "settlement".to_owned(),
+                    json!({ "event": payload.get("event").cloned().unwrap_or(Value::Null) }),
+                ),
+                _ => return None,
+            },
+        };
+        Some(
+            Event::default()
+                .event(name)
+                .id(e.cursor.to_string())
+                .data(data.to_string()),
+        )
+    }
+}

@@ -1,0 +1,46 @@
+// The hosted payment page's one script: counts the time left down and
+// follows the intent's live status stream. The page reads without it.
+"use strict";
+(function () {
+  var main = document.getElementById("pay");
+  if (!main) return;
+  var words = JSON.parse(main.dataset.words);
+  var statusEl = document.getElementById("status");
+  var leftEl = document.getElementById("time-left");
+  var expiresAt = Number(main.dataset.expiresAt);
+  // paywatch's clock, not the customer's, which may be wrong.
+  var skew = Number(main.dataset.serverTime) - Date.now();
+
+  function say(reason, status) {
+    return words[reason] || words[status] || "Checking this payment.";
+  }
+
+  function show(data) {
+    if (!data || !data.status) return;
+    statusEl.dataset.status = data.status;
+    statusEl.dataset.reason = data.reason_code || "";
+    statusEl.textContent = say(data.reason_code, data.status);
+    if (data.server_time_ms) skew = data.server_time_ms - Date.now();
+    tick();
+  }
+
+  function tick() {
+    if (statusEl.dataset.status !== "awaiting_payment") {
+      leftEl.textContent = "\u2014";
+      return;
+    }
+    var secs = Math.max(0, Math.floor((expiresAt - (Date.now() + skew)) / 1000));
+    leftEl.textContent = secs > 0
+      ? Math.floor(secs / 60) + ":" + String(secs % 60).padStart(2, "0")
+      : "Expired: do not send to this address";
+  }
+
+  tick();
+  setInterval(tick, 1000);
+
+  if (!window.EventSource) return;
+  // Reconnects by itself with Last-Event-ID, so no change is missed.
+  var events = new EventSource(main.dataset.events);
+  events.addEventListener("snapshot", function (e) { show(JSON.parse(e.data)); });
+  events.addEventListener("status", function (e) { show(JSON.parse(e.data)); });
+})();
