@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # The one-command devnet: paywatch on embedded SQLite against local dev
 # chains, one intent per payment method, each paid on its chain, and the
-# status table moving awaiting_payment -> confirming -> paid.
+# status table moving awaiting_payment -> confirming -> paid. Besides the
+# eight, three payments that land in the review queue (one paid late, one
+# underpaid, one sent on the wrong network), so the console has cases to
+# open and act on. paywatch serves its API, operator console and metrics
+# on loopback; the script prints their URLs and a dev token per role.
 #
 #   bash deploy/devnet.sh                # runs until Ctrl-C
 #   bash deploy/devnet.sh --until-paid   # exits 0 once all eight are paid (CI)
@@ -23,6 +27,9 @@
 #                             to be paid, from their creation (default 240).
 # PAYWATCH_DEVNET_LTC_RPC_PORT, PAYWATCH_DEVNET_LTC_P2P_PORT
 #                             litecoind's ports (default: free ones).
+# PAYWATCH_DEVNET_API_PORT, PAYWATCH_DEVNET_METRICS_PORT
+#                             paywatch's API (with the console) and metrics
+#                             ports (default: free ones).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -213,6 +220,28 @@ $(tail -n 20 "$dir/logs/devnodes.log")"
 "$devnodes" solana-pool 50 >"$dir/pools/solana.txt"
 
 # --- paywatch ----------------------------------------------------------------
+if [ -z "${PAYWATCH_DEVNET_API_PORT:-}" ] || [ -z "${PAYWATCH_DEVNET_METRICS_PORT:-}" ]; then
+    ports="$("$devnodes" free-ports 2)" || die "no free ports on 127.0.0.1"
+fi
+api_port="${PAYWATCH_DEVNET_API_PORT:-$(printf '%s\n' "$ports" | sed -n 1p)}"
+metrics_port="${PAYWATCH_DEVNET_METRICS_PORT:-$(printf '%s\n' "$ports" | sed -n 2p)}"
+api="http://127.0.0.1:$api_port"
+# One dev token per role, made fresh each run: the configuration holds only
+# their hashes; the tokens are printed at the end and kept in $dir/tokens.
+token_lines=
+: >"$dir/tokens"
+chmod 600 "$dir/tokens"
+for role in storefront operator support; do
+    out="$("$paywatch" new-token "$role" "devnet-$role")" || die "paywatch new-token failed"
+    token="$(printf '%s\n' "$out" | awk '$1 == "token:" { print $2 }')"
+    line="$(printf '%s\n' "$out" | grep "^api.tokens.$role = ")"
+    [ -n "$token" ] && [ -n "$line" ] || die "unexpected new-token output:
+$out"
+    printf '%s %s\n' "$role" "$token" >>"$dir/tokens"
+    token_lines+="${line#api.tokens.}"$'\n'
+done
+token_of() { awk -v r="$1" '$1 == r { print $2 }' "$dir/tokens"; }
+
 # A dev-only BIP84 account key (m/84'/1'/0' of a fixed test seed): bitcoin and
 # litecoin addresses are derived from it, as in production from a zpub.
 tpub="tpubDDPRy5xWxJTuVmsh7YRzK8o2EdMWgn4t41fTLxXRgyRN7EKvN2L8BKCFC1gUfPu8Xp6rr667Yc26zrXsiBZsgBc8dQiYnhPNk2Q7CsBrer5"
@@ -233,6 +262,15 @@ SOL = "150"
 
 [reconcile]
 interval_ms = 500
+
+# The API and the operator console on loopback, and Prometheus metrics.
+[api]
+listen = "127.0.0.1:$api_port"
+
+[api.tokens]
+$token_lines
+[metrics]
+listen = "127.0.0.1:$metrics_port"
 
 [devchain]
 # A development setup: Bitcoin runs on an in-process chain that mines every
@@ -310,6 +348,13 @@ requests_per_second = 0
 EOF
 
 pw() { "$paywatch" --config "$config" "$@"; }
+# The review cases' intents expire in 20 s, so that a late payment and an
+# underpayment happen within the demo: a copy of the configuration used only
+# to create those two (each intent keeps the expiry it was made with).
+review_config="$dir/paywatch-review-cases.toml"
+cp "$config" "$review_config"
+printf '\n# Only for creating the review cases: a short expiry.\n[intents]\nexpiry_secs = 20\n' >>"$review_config"
+pw_review() { "$paywatch" --config "$review_config" "$@"; }
 pw migrate >/dev/null
 pw addresses import --network solana --file "$dir/pools/solana.txt"
 
@@ -377,6 +422,33 @@ $out"
 done
 created_at=$SECONDS
 
+# --- three cases for the review queue -----------------------------------------
+# Field $3 of the line of `intent create` output whose first word is $2.
+field() { printf '%s\n' "$1" | awk -v k="$2" -v n="$3" '$1 == k { print $n }'; }
+say "creating three payments that go to review: late, underpaid, wrong network"
+out="$(pw_review intent create --kind order --reference "devnet-$run_id-late" \
+    --account devnet --asset LTC --network litecoin --usd 12)" || die "creating the late intent failed"
+late_id="$(field "$out" intent 2)"
+late_address="$(field "$out" pay 7)"
+late_coin="$(field "$out" pay 2)"
+out="$(pw_review intent create --kind order --reference "devnet-$run_id-underpaid" \
+    --account devnet --asset LTC --network litecoin --usd 14)" || die "creating the underpaid intent failed"
+under_id="$(field "$out" intent 2)"
+under_address="$(field "$out" pay 7)"
+under_due="$(field "$out" due 2)"
+out="$(pw intent create --kind order --reference "devnet-$run_id-wrong-network" \
+    --account devnet --asset USDT --network ethereum --usd 16)" || die "creating the wrong-network intent failed"
+wrong_id="$(field "$out" intent 2)"
+wrong_twin="$(field "$out" twin 3)"
+wrong_due="$(field "$out" due 2)"
+[ -n "$late_id" ] && [ -n "$under_id" ] && [ -n "$wrong_id" ] && [ -n "$wrong_twin" ] \
+    || die "unexpected intent output while creating the review cases:
+$out"
+late_created=$SECONDS
+late_paid=0
+review_ids=("$late_id" "$under_id" "$wrong_id")
+review_labels=("paid late" "underpaid" "wrong network")
+
 # --- the status table --------------------------------------------------------
 # One line per intent from `paywatch intent show`: status, amounts due and
 # received (final and pending), in coins.
@@ -400,6 +472,17 @@ read_table() {
         [ "$status" = paid ] || all_paid=0
         case "$status" in
         expired | needs_review | resolved) stuck+=" $id ($status)" ;;
+        esac
+    done
+    review_ready=1
+    for i in "${!review_ids[@]}"; do
+        id=${review_ids[$i]}
+        out="$(pw intent show "$id" 2>/dev/null)" || out=
+        status="$(printf '%s\n' "$out" | awk '$1 == "status" { print $2, $3 }')"
+        table+="$(printf '  %-4s %-15s %s' "$id" "${review_labels[$i]}" "${status:-?}")"$'\n'
+        case "$status" in
+        needs_review*) ;;
+        *) review_ready=0 ;;
         esac
     done
 }
@@ -433,6 +516,17 @@ while read -r id asset network address due coin; do
     esac
 done <"$dir/intents"
 
+half=$((under_due / 2))
+half_coin="$(printf '%d.%08d' $((half / 100000000)) $((half % 100000000)))"
+txid="$(ltc_rpc sendtoaddress "[\"$under_address\", \"$half_coin\"]" | result)" \
+    || die "litecoind could not pay the underpaid intent"
+printf '    %-15s intent %s: %s LTC, half its due, tx %s\n' "underpaid" "$under_id" "$half_coin" "$txid" >&2
+answer="$(curl -s --fail-with-body --max-time 30 -H 'content-type: application/json' \
+    --data "{\"network\":\"tron\",\"asset\":\"USDT\",\"to\":\"$wrong_twin\",\"amount\":\"$wrong_due\"}" \
+    "$DEVNODES_CONTROL_URL/pay")" || die "paying the wrong-network intent failed: $answer"
+printf '    %-15s intent %s: USDT sent on Tron to %s, the twin of its Ethereum address\n' \
+    "wrong network" "$wrong_id" "$wrong_twin" >&2
+
 tick=0
 while :; do
     for name in paywatch_pid devnodes_pid ltc_pid; do
@@ -442,12 +536,19 @@ while :; do
             die "${name%_pid} exited unexpectedly"
         }
     done
+    # The late payment: in full, once its intent has expired.
+    if [ "$late_paid" = 0 ] && [ $((SECONDS - late_created)) -ge 25 ]; then
+        txid="$(ltc_rpc sendtoaddress "[\"$late_address\", \"$late_coin\"]" | result)" \
+            || die "litecoind could not pay the late intent"
+        printf '    %-15s intent %s: %s LTC after it expired, tx %s\n' "paid late" "$late_id" "$late_coin" "$txid" >&2
+        late_paid=1
+    fi
     read_table
     if [ "$table" != "$last" ]; then
         print_table
         last=$table
     fi
-    if [ "$all_paid" = 1 ]; then
+    if [ "$all_paid" = 1 ] && [ "$review_ready" = 1 ]; then
         break
     fi
     if [ "$until_paid" = 1 ] && [ -n "$stuck" ]; then
@@ -459,7 +560,7 @@ while :; do
         log_tails
         pw status >&2 || true
         print_table
-        die "not all eight paid within ${timeout_secs}s"
+        die "not all eight paid, or not all three review cases in review, within ${timeout_secs}s"
     fi
     # Litecoin blocks come from here: one every 2 s.
     tick=$((tick + 1))
@@ -468,7 +569,49 @@ while :; do
 done
 
 elapsed=$((SECONDS - created_at))
-printf '\nAll eight intents paid, %s s after they were created.\n' "$elapsed"
+printf '\nAll eight intents paid and three cases in review, %s s after they were created.\n' "$elapsed"
+
+# --- what it serves ------------------------------------------------------------
+get() { curl -s --fail-with-body --max-time 10 "$@"; }
+get "$api/readyz" >/dev/null || die "the API at $api does not answer /readyz"
+queue="$(get -H "Authorization: Bearer $(token_of operator)" "$api/v1/review-queue")" \
+    || die "the review queue does not answer: $queue"
+for id in "${review_ids[@]}"; do
+    printf '%s' "$queue" | grep -Eq "\"(intent_)?id\": ?$id[,}]" \
+        || die "intent $id is not in the API's review queue: $queue"
+done
+get "$api/console/login" | grep -q '<form' || die "the console's login page does not answer at $api/console/login"
+get "http://127.0.0.1:$metrics_port/metrics" | grep -q '^paywatch_' \
+    || die "no paywatch metrics at http://127.0.0.1:$metrics_port/metrics"
+# One intent left open, to pay from its hosted page.
+out="$(pw intent create --kind order --reference "devnet-$run_id-open" \
+    --account devnet --asset LTC --network litecoin --usd 10)" || die "creating the open intent failed"
+open_id="$(field "$out" intent 2)"
+open_address="$(field "$out" pay 7)"
+open_coin="$(field "$out" pay 2)"
+open_page="$(field "$out" pay_page 2)"
+get "$api$open_page" | grep -q "$open_address" || die "the payment page $api$open_page does not show its address"
+
+cat <<SERVED
+
+Open in a browser (everything on 127.0.0.1):
+  operator console  $api/console   (log in with the operator or support token)
+  payment page      $api$open_page
+                    (intent $open_id, still open: pay it as below and watch it change)
+  API               $api/v1/openapi.json
+  metrics           http://127.0.0.1:$metrics_port/metrics
+
+Dev tokens (this run only; also in $dir/tokens):
+  storefront  $(token_of storefront)
+  operator    $(token_of operator)
+  support     $(token_of support)
+
+Three cases wait in the review queue: intent $late_id (paid late), $under_id
+(underpaid) and $wrong_id (USDT sent on Tron to its Ethereum address's twin).
+
+Pay the open intent $open_id ($open_coin LTC) while its page is open:
+  curl -s --user devnet:devnet --data '{"method":"sendtoaddress","params":["$open_address","$open_coin"]}' http://127.0.0.1:$ltc_rpc_port/
+SERVED
 if [ "$until_paid" = 1 ]; then
     exit 0
 fi
@@ -480,6 +623,7 @@ paywatch keeps watching; Ctrl-C stops it and every node this script started
 
   $paywatch --config $config status
   $paywatch --config $config intent show ${ids[0]}
+  curl -s -H "Authorization: Bearer $(token_of storefront)" $api/v1/intents/${ids[0]}
   $paywatch --config $config transfers list
   $paywatch --config $config intent create --kind order --reference my-order-1 \\
       --account me --asset ETH --network ethereum --usd 25

@@ -977,6 +977,14 @@ fn print_intent(i: &IntentRecord) {
         pend = i.amount_pending.to_decimal_string(d),
         exp = i.expires_at_ms,
     );
+    if let Some((network, address)) = paywatch::twin::twin(i.method.network(), &i.address) {
+        // Support's first question on a wrong-network payment: the same key's
+        // address on the other chain, where such money lands.
+        println!("  twin {network} {address}");
+    }
+    if let Some(token) = &i.view_token {
+        println!("  view_token {token}\n  pay_page /pay/{token}");
+    }
 }
 
 /// Unix milliseconds, or a UTC time as `2026-12-05T01:00:00Z`.
