@@ -117,7 +117,69 @@ fn on_path(path: impl Into<String>) -> impl Fn(&str) -> bool {
 on_both_databases!(
     support_accepts_a_late_payment_in_the_browser_and_it_leaves_the_queue,
     an_operator_sees_but_cannot_act_and_strangers_and_other_sites_are_refused,
+    the_overview_counts_todays_intents_the_money_settled_and_the_queue,
 );
+
+async fn the_overview_counts_todays_intents_the_money_settled_and_the_queue(b: Backend) {
+    let mut w = World::new(b).await;
+    // Two orders paid, one left to expire, one in review (paid late):
+    // 100 + 50 USD settled, one case waiting.
+    let paid = w.h.create("order", "ov-1", "LTC", "100").await;
+    let paid_too = w.h.create("order", "ov-2", "LTC", "50").await;
+    let _expires = w.h.create("order", "ov-3", "LTC", "20").await;
+    for i in [&paid, &paid_too] {
+        w.h.pay(&i.address, Asset::Ltc, i.amount_due);
+    }
+    w.h.mine(2);
+    w.h.sync().await;
+    let (late, _) = w.paid_late("ov-4").await;
+    w.h.clock.advance_secs(3 * 60);
+    let operator = w.session_cookie(OPERATOR).await;
+    let r = w
+        .http
+        .get(w.url("/console"))
+        .header("cookie", &operator)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let page = r.text().await.unwrap();
+    let cut = |from: &str| {
+        let start = page
+            .find(from)
+            .unwrap_or_else(|| panic!("no {from} in\n{page}"));
+        let end = page[start..]
+            .find("</table>")
+            .map_or(page.len(), |e| start + e);
+        page[start..end].to_owned()
+    };
+    assert!(
+        page.contains(
+            "<strong>1</strong> waiting; the oldest for <strong id=\"queue-age\">3m 00s</strong>"
+        ),
+        "{page}"
+    );
+    // Today's intents of LTC: 2 paid, 1 expired, 1 in review, 4 in all.
+    let today = cut("id=\"intents-today\"");
+    assert!(
+        today.contains("<td>LTC on litecoin</td><td>0</td><td>0</td><td>2</td><td>1</td><td>1</td><td>0</td><td>4</td>"),
+        "{today}"
+    );
+    let settled = cut("id=\"settled\"");
+    assert!(
+        settled
+            .contains("<td>LTC on litecoin</td><td>2</td><td>150.00</td><td>2</td><td>150.00</td>"),
+        "{settled}"
+    );
+    assert!(page.contains("id=\"settled-week-usd\">150.00<"), "{page}");
+    // The charts are drawn on the server: an SVG each, no script.
+    assert_eq!(page.matches("<svg class=\"spark\"").count(), 2, "{page}");
+    assert!(!page.contains("<script"));
+    let watchers = cut("id=\"watcher-states\"");
+    assert!(watchers.contains("<td>litecoin</td>"), "{watchers}");
+    assert_eq!(w.h.intent(late).await.status, Status::NeedsReview);
+    w.h.dispose().await;
+}
 
 async fn support_accepts_a_late_payment_in_the_browser_and_it_leaves_the_queue(b: Backend) {
     let mut w = World::new(b).await;
@@ -131,7 +193,22 @@ async fn support_accepts_a_late_payment_in_the_browser_and_it_leaves_the_queue(b
         .wait_for_url("the login page", on_path("/console/login"))
         .await;
 
+    // Signed in, the console opens on its overview: the queue's size and
+    // age first, then each watcher, the intents and the money settled.
     w.sign_in(&browser, SUPPORT).await;
+    browser
+        .wait_for_url("the overview", on_path("/console/overview"))
+        .await;
+    let waiting = browser.text("#queue-size").await;
+    assert!(
+        waiting.starts_with("1 waiting; the oldest for"),
+        "{waiting}"
+    );
+    let watchers = browser.text("#watcher-states").await;
+    assert!(watchers.contains("litecoin"), "{watchers}");
+    let today = browser.text("#intents-week").await;
+    assert!(today.contains("LTC on litecoin"), "{today}");
+    browser.click("#queue-size a").await;
     browser
         .wait_for_url("the review queue", on_path("/console/queue"))
         .await;
@@ -365,6 +442,10 @@ async fn an_operator_sees_but_cannot_act_and_strangers_and_other_sites_are_refus
 
     // An operator sees the queue and the case, and no action form.
     w.sign_in(&browser, OPERATOR).await;
+    browser
+        .wait_for_url("the overview", on_path("/console/overview"))
+        .await;
+    browser.click("header a[href='/console/queue']").await;
     browser
         .wait_for_url("the review queue", on_path("/console/queue"))
         .await;

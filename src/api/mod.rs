@@ -36,6 +36,7 @@ pub use auth::{Caller, Role, TokenConfigError, TokenTable};
 pub(crate) use customer_view::view_of as customer_view_of;
 pub use customer_view::CustomerView;
 pub use error::ApiError;
+pub(crate) use intent_view::usd;
 pub use intent_view::IntentView;
 pub use throttle::AUTH_FAILURES_PER_MINUTE;
 

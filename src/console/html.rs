@@ -104,7 +104,7 @@ td{overflow-wrap:anywhere}\
 .actions form{border:1px solid #ccc;background:#fff;padding:.6em;width:20em}\
 .actions label{display:block;margin:.3em 0}\
 .actions input,.actions textarea{width:100%;box-sizing:border-box}\
-.muted{color:#666}.spark{color:#1d5fa8;display:block}\
+.muted{color:#666}.spark{color:#1d5fa8;display:block}p .spark{display:inline-block;vertical-align:middle}\
 </style>";
 
 /// A whole page: the navigation for a signed-in `who`, then `body`.
@@ -117,7 +117,8 @@ pub(crate) fn page(status: StatusCode, title: &str, who: Option<Role>, body: &Ht
         .raw(STYLE)
         .raw("</head><body><header><strong>paywatch console</strong>");
     if let Some(role) = who {
-        h.raw("<a href=\"/console/queue\">Review queue</a>")
+        h.raw("<a href=\"/console/overview\">Overview</a>")
+            .raw("<a href=\"/console/queue\">Review queue</a>")
             .raw("<a href=\"/console/find\">Find</a>")
             .raw("<a href=\"/console/watchers\">Watchers</a>")
             .raw("<form method=\"post\" action=\"/console/logout\"><span id=\"role\">")

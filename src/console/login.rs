@@ -72,7 +72,7 @@ pub(crate) async fn submit(
 
 async fn started(s: &ApiState, token: &str, caller: &Caller) -> Result<Response, Response> {
     match sign_in(s, token, caller).await {
-        Ok(cookie) => Ok(see_other("/console/queue", Some(cookie))),
+        Ok(cookie) => Ok(see_other("/console/overview", Some(cookie))),
         Err(e) => Err(form(e.status, Some(&e))),
     }
 }

@@ -1,6 +1,6 @@
 //! The operator console: a few server-rendered pages for people with an
-//! operator or support token and a browser — the review queue, a case with
-//! support's actions, watcher health and search.
+//! operator or support token and a browser — an overview to start from, the
+//! review queue, a case with support's actions, watcher health and search.
 //!
 //! No front-end build and no script: every page is HTML written here, every
 //! form posts back here. Each page reads through the same functions as its
@@ -17,6 +17,7 @@ mod csrf;
 mod find;
 pub(crate) mod html;
 mod login;
+mod overview;
 mod parts;
 mod queue;
 mod refusal;
@@ -42,7 +43,8 @@ use crate::api::ApiState;
 /// The console's routes, for [`crate::api::router`] to merge.
 pub(crate) fn routes() -> Router<ApiState> {
     Router::new()
-        .route("/console", get(queue::page))
+        .route("/console", get(overview::page))
+        .route("/console/overview", get(overview::page))
         .route("/console/queue", get(queue::page))
         .route("/console/login", get(login::page).post(login::submit))
         .route("/console/logout", post(login::logout))

@@ -5,7 +5,7 @@
 //! (`examples/year_of_data.rs`), which times them: the queries are the
 //! store's own, built by the same functions.
 
-use super::{blocks, cases, dormancy, finality, intents, metrics_read, Dialect};
+use super::{blocks, cases, dormancy, finality, intents, metrics_read, overview, Dialect};
 
 /// One hot query: what it is for, its SQL, its values (integers when they
 /// parse), and the indexes its plan must use.
@@ -110,6 +110,12 @@ pub fn hot_queries(rows: i64) -> Vec<HotQuery> {
             sql: intents::INTENT_BY_VIEW_TOKEN.to_owned(),
             binds: text(&["view-4242"]),
             indexes: &["intents_by_view_token"],
+        },
+        HotQuery {
+            what: "the console overview's intents of the week",
+            sql: overview::INTENTS_SINCE.to_owned(),
+            binds: vec![(rows - 100).to_string(), (rows - 10).to_string()],
+            indexes: &["intents_by_created"],
         },
     ];
     let leak = |v: Vec<String>| -> &'static [String] { Vec::leak(v) };

@@ -216,6 +216,11 @@ const POSTGRES: Embedded = &[
         "outbox by intent",
         include_str!("../../migrations/postgres/0041_outbox_by_intent.sql"),
     ),
+    (
+        42,
+        "intents by creation time",
+        include_str!("../../migrations/postgres/0042_intents_by_created.sql"),
+    ),
 ];
 const SQLITE: Embedded = &[
     (
@@ -422,6 +427,11 @@ const SQLITE: Embedded = &[
         41,
         "outbox by intent",
         include_str!("../../migrations/sqlite/0041_outbox_by_intent.sql"),
+    ),
+    (
+        42,
+        "intents by creation time",
+        include_str!("../../migrations/sqlite/0042_intents_by_created.sql"),
     ),
 ];
 
