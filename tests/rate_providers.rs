@@ -688,7 +688,24 @@ bitstmp = "ftp://x"
         assert!(problems.contains(part), "{part} not in:\n{problems}");
     }
 
-    // The defaults, and the production example, are valid.
+    // A provider's URL (a proxy's, with its key) is shown only to its host.
+    std::fs::write(
+        &file,
+        "[rates.exchanges.urls]\nkraken = \"https://user:PASSW0RD@proxy.example:8443/KEY123?apikey=QK456\"\n",
+    )
+    .unwrap();
+    let effective = Settings::check(Some(file.to_str().unwrap()))
+        .effective
+        .unwrap();
+    assert!(
+        effective.contains("rates.exchanges.urls.kraken = \"https://proxy.example:8443/…\""),
+        "{effective}"
+    );
+    for secret in ["PASSW0RD", "KEY123", "QK456"] {
+        assert!(!effective.contains(secret), "{secret} in {effective}");
+    }
+
+    // The defaults are valid.
     std::fs::write(&file, "[rates]\nsource = \"exchanges\"\n").unwrap();
     let report = Settings::check(Some(file.to_str().unwrap()));
     assert!(
