@@ -14,7 +14,9 @@ use tracing::{error, info, warn, Instrument};
 use crate::clock::{Clock, DatabaseClock};
 use crate::devnet::DevChains;
 use crate::ingest::Ingest;
-use crate::intents::{FixedRates, HttpJsonRates, IntentService, RateBook, RateSource};
+use crate::intents::{
+    ExchangeRates, FixedRates, HttpJsonRates, IntentService, RateBook, RateSource,
+};
 use crate::leader::Leadership;
 use crate::metrics::MetricsState;
 use crate::reconcile::Reconciler;
@@ -120,6 +122,14 @@ impl Context {
                 settings.rates.http.refresh_secs,
                 clock.clone(),
             )),
+            "exchanges" => Arc::new(
+                ExchangeRates::new(
+                    &settings.exchange_providers(),
+                    settings.exchange_policy(),
+                    clock.clone(),
+                )
+                .map_err(|why| SettingsError::Invalid(format!("rates.exchanges: {why}")))?,
+            ),
             _ => Arc::new(FixedRates::new(settings.fixed_rates()?, clock.clone())),
         };
         let rates = RateBook::new(source, settings.rates.stablecoins_at_par, clock.clone());
@@ -192,6 +202,8 @@ pub async fn run_until_with_metrics(
         tracing::info!(network = %key.network, fingerprint = %key.fingerprint,
             next_index = key.next_index, adopted = key.adopted, "account key checked");
     }
+    // Rates fetched from now on, so the first quote finds them cached.
+    ctx.intents.warm_up_rates();
     let (stop_tx, stop_rx) = watch::channel(false);
     let progress = Arc::new(Notify::new());
     let mut tasks = JoinSet::new();

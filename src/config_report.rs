@@ -56,7 +56,10 @@ fn shown(path: &str, value: &Value) -> String {
     match value {
         Value::Null => "(unset)".to_owned(),
         _ if secret => "\"<redacted>\"".to_owned(),
-        Value::String(s) if last.ends_with("url") => format!("\"{}\"", url_host(s)),
+        // `rates.exchanges.urls.<provider>` too: a proxy's key hides there as well.
+        Value::String(s) if last.ends_with("url") || path.contains(".urls.") => {
+            format!("\"{}\"", url_host(s))
+        }
         Value::String(s) if last == "account_key" && !s.is_empty() => {
             format!("\"{}…\"", s.chars().take(4).collect::<String>())
         }

@@ -56,6 +56,22 @@ pub struct HttpRateSettings {
     pub refresh_secs: i64,
 }
 
+/// `rates.source = "exchanges"`: the median of several exchanges' prices.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ExchangeRateSettings {
+    /// Built-in provider names, e.g. `["coinbase", "kraken", "bitstamp"]`.
+    pub providers: Vec<String>,
+    /// Fresh answers needed for a rate.
+    pub quorum: usize,
+    /// The largest (max - min) / median allowed between fresh answers.
+    pub max_spread_bps: u32,
+    pub max_age_secs: i64,
+    pub refresh_secs: i64,
+    /// A base URL other than a provider's public API, by provider name.
+    #[serde(default)]
+    pub urls: BTreeMap<String, String>,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 pub struct RateSettings {
     pub source: String,
@@ -63,6 +79,7 @@ pub struct RateSettings {
     #[serde(default)]
     pub fixed: BTreeMap<String, String>,
     pub http: HttpRateSettings,
+    pub exchanges: ExchangeRateSettings,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -690,9 +707,94 @@ impl Settings {
             "fixed" => {}
             "http" if !self.rates.http.url.is_empty() => {}
             "http" => out.push("rates.http.url is required when rates.source = \"http\"".into()),
-            other => out.push(format!("rates.source: '{other}' is not fixed or http")),
+            "exchanges" => {}
+            other => out.push(format!(
+                "rates.source: '{other}' is not fixed, http or exchanges"
+            )),
+        }
+        out.extend(self.exchange_problems());
+        out
+    }
+
+    /// Mistakes in `[rates.exchanges]`, checked whichever source is in use:
+    /// a typo there should not wait for the day it is switched on.
+    fn exchange_problems(&self) -> Vec<String> {
+        let x = &self.rates.exchanges;
+        let known = crate::intents::provider_names().join(", ");
+        let mut out = Vec::new();
+        if x.providers.is_empty() {
+            out.push(format!(
+                "rates.exchanges.providers is empty: name one or more of {known}"
+            ));
+        }
+        let mut seen = HashSet::new();
+        for name in &x.providers {
+            if !crate::intents::provider_names().contains(&name.as_str()) {
+                out.push(format!(
+                    "rates.exchanges.providers: '{name}' is not a known rate provider (known: {known})"
+                ));
+            } else if !seen.insert(name.as_str()) {
+                out.push(format!(
+                    "rates.exchanges.providers names '{name}' twice: each answer counts once"
+                ));
+            }
+        }
+        if x.quorum == 0 || x.quorum > x.providers.len() {
+            out.push(format!(
+                "rates.exchanges.quorum: {} must be between 1 and the {} provider(s) named",
+                x.quorum,
+                x.providers.len()
+            ));
+        }
+        if x.max_spread_bps == 0 || x.max_spread_bps > 10_000 {
+            out.push(format!(
+                "rates.exchanges.max_spread_bps: {} must be between 1 and 10000 (basis points)",
+                x.max_spread_bps
+            ));
+        }
+        if x.max_age_secs <= 0 || x.refresh_secs <= 0 {
+            out.push("rates.exchanges.max_age_secs and refresh_secs must be above 0".into());
+        } else if x.refresh_secs >= x.max_age_secs {
+            out.push(format!(
+                "rates.exchanges.refresh_secs ({}) must be below max_age_secs ({}), or answers \
+                 go stale between refreshes",
+                x.refresh_secs, x.max_age_secs
+            ));
+        }
+        for (name, url) in &x.urls {
+            if !crate::intents::provider_names().contains(&name.as_str()) {
+                out.push(format!(
+                    "rates.exchanges.urls.{name}: not a known rate provider (known: {known})"
+                ));
+            }
+            if !(url.starts_with("https://") || url.starts_with("http://")) {
+                out.push(format!(
+                    "rates.exchanges.urls.{name}: '{}' is not an http(s) URL",
+                    paywatch_core::shown_url(url)
+                ));
+            }
         }
         out
+    }
+
+    /// The configured exchanges, each with its base URL if overridden.
+    pub fn exchange_providers(&self) -> Vec<(String, Option<String>)> {
+        let x = &self.rates.exchanges;
+        x.providers
+            .iter()
+            .map(|name| (name.clone(), x.urls.get(name).cloned()))
+            .collect()
+    }
+
+    pub fn exchange_policy(&self) -> crate::intents::ExchangePolicy {
+        let x = &self.rates.exchanges;
+        crate::intents::ExchangePolicy {
+            quorum: x.quorum,
+            max_spread_bps: x.max_spread_bps,
+            max_age_secs: x.max_age_secs,
+            refresh_secs: x.refresh_secs,
+            timeout: crate::intents::DEFAULT_PROVIDER_TIMEOUT,
+        }
     }
 
     /// Every enabled network names its chain backend, and a simulated one

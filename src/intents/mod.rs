@@ -11,7 +11,10 @@ use paywatch_core::{Amount, AmountError, Asset, Method, MethodError, Network, Wa
 
 pub use addresses::{check_shape, parse_pool, AddressDeriver, PoolLineError};
 pub use quote::{quote, QuoteError};
-pub use rates::{parse_rate, FixedRates, HttpJsonRates, Rate, RateBook, RateError, RateSource};
+pub use rates::{
+    parse_rate, provider_names, ExchangePolicy, ExchangeRates, FixedRates, HttpJsonRates, Rate,
+    RateBook, RateError, RateSource, DEFAULT_PROVIDER_TIMEOUT, MAX_USD_PER_COIN,
+};
 
 use crate::clock::Clock;
 use crate::reconcile::{default_confirm_window_secs, SettledBy};
@@ -210,6 +213,12 @@ impl IntentService {
             watch,
             clock,
         }
+    }
+
+    /// Starts the rate source's background fetching: for the daemon, not a
+    /// one-off command.
+    pub fn warm_up_rates(&self) {
+        self.rates.warm_up();
     }
 
     /// The networks that derive their addresses, with their keys.
