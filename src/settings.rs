@@ -650,6 +650,12 @@ impl Settings {
                     &config, file, &unknown,
                 ));
                 problems.extend(settings.problems());
+                for problem in crate::chains::setup_problems(&settings) {
+                    // Some are the settings' own checks found again.
+                    if !problems.contains(&problem) {
+                        problems.push(problem);
+                    }
+                }
             }
             Err(e) => problems.push(SettingsError::from(e).to_string()),
         }

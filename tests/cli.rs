@@ -1704,6 +1704,14 @@ TRON-PRO-API-KEY = "{PLANTED}"
 
 [networks.bitcoin]
 sourc = "node"
+
+[networks.ethereum]
+enabled = true
+source = "node"
+[networks.ethereum.rpc]
+url = "not a url"
+[networks.ethereum.contracts]
+USDT = "0x12345"
 "#
         ),
     );
@@ -1714,6 +1722,10 @@ sourc = "node"
         "networks.litecoin.source is not set",
         "intents.expiry_secs must be above 0",
         "`networks.bitcoin.sourc`",
+        // What only building each network's source finds, without
+        // connecting to anything: `run` would stop on each of these.
+        "networks.tron.rpc.url: required",
+        "networks.ethereum.contracts: USDT: \"0x12345\" is not an Ethereum address",
     ] {
         assert!(said.contains(problem), "{problem} not named:\n{said}");
     }
