@@ -468,6 +468,30 @@ impl AddressDeriver for Bip44Tron {
     }
 }
 
+/// What building each enabled network's source and address deriver finds
+/// wrong in `settings`, without connecting to anything: the mistakes
+/// `paywatch run` would stop on (a malformed URL, a missing solidity
+/// endpoint, a bad contract address or account key), for `config check`.
+pub(crate) fn setup_problems(settings: &crate::settings::Settings) -> Vec<String> {
+    let mut problems = Vec::new();
+    for network in settings.enabled_networks() {
+        let Some(ns) = settings.network(network) else {
+            continue;
+        };
+        // An empty source is reported by the settings' own checks.
+        if !ns.source.is_empty() {
+            let watch = Arc::new(watch_set(network, Some(ns)));
+            if let Err(e) = source(network, ns, watch) {
+                problems.push(e.to_string());
+            }
+        }
+        if let Err(e) = deriver(network, ns) {
+            problems.push(e.to_string());
+        }
+    }
+    problems
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -503,28 +527,4 @@ mod tests {
         let plain = litecoin_node(None);
         assert!(!watch_set(Network::Litecoin, Some(&plain)).is_listing());
     }
-}
-
-/// What building each enabled network's source and address deriver finds
-/// wrong in `settings`, without connecting to anything: the mistakes
-/// `paywatch run` would stop on (a malformed URL, a missing solidity
-/// endpoint, a bad contract address or account key), for `config check`.
-pub(crate) fn setup_problems(settings: &crate::settings::Settings) -> Vec<String> {
-    let mut problems = Vec::new();
-    for network in settings.enabled_networks() {
-        let Some(ns) = settings.network(network) else {
-            continue;
-        };
-        // An empty source is reported by the settings' own checks.
-        if !ns.source.is_empty() {
-            let watch = Arc::new(watch_set(network, Some(ns)));
-            if let Err(e) = source(network, ns, watch) {
-                problems.push(e.to_string());
-            }
-        }
-        if let Err(e) = deriver(network, ns) {
-            problems.push(e.to_string());
-        }
-    }
-    problems
 }

@@ -8,15 +8,13 @@ use axum::extract::{Path, State};
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use paywatch_core::Network;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::error::ApiError;
-use super::intent_view::{intent_uri, usd};
+use super::intent_view::{intent_uri, IntentView};
 use super::ApiState;
 use crate::payment_uri::{qr_png, qr_svg};
-use crate::reconcile::Status;
 use crate::store::IntentRecord;
 
 /// An intent as its payer sees it.
@@ -53,33 +51,34 @@ pub struct CustomerView {
 }
 
 impl CustomerView {
+    /// The payer's share of what the API shows the storefront, so the two
+    /// never compute an amount or a status differently.
     pub(crate) fn new(i: &IntentRecord, token: &str, s: &ApiState) -> CustomerView {
-        let decimals = i.method.decimals();
+        let v = IntentView::new(i, &s.ctx.settings);
         CustomerView {
-            kind: i.kind.as_str(),
-            asset: i.method.asset().as_str(),
-            network: i.method.network().as_str(),
-            address: i.address.clone(),
-            decimals,
-            amount_due: i.amount_due.0.to_string(),
-            amount_due_coin: i.amount_due.to_decimal_string(decimals),
-            usd_amount: usd(i.usd_cents),
-            status: i.status.as_str(),
-            reason_code: i.reason_code.clone().or_else(|| {
-                (i.status == Status::AwaitingPayment).then(|| "awaiting_payment".to_owned())
-            }),
-            paid: i.paid_at_ms.is_some() && i.reversed_at_ms.is_none(),
-            amount_final: i.amount_final.0.to_string(),
-            amount_pending: i.amount_pending.0.to_string(),
-            amount_outstanding: i.amount_due.saturating_sub(i.amount_final).0.to_string(),
-            received_in_full: i.amount_final >= i.amount_due,
-            created_at_ms: i.created_at_ms,
-            expires_at_ms: i.expires_at_ms,
-            paid_at_ms: i.paid_at_ms.filter(|_| i.reversed_at_ms.is_none()),
-            reversed_at_ms: i.reversed_at_ms,
+            kind: v.kind,
+            asset: v.asset,
+            network: v.network,
+            address: v.address,
+            decimals: v.decimals,
+            amount_due: v.amount_due,
+            amount_due_coin: v.amount_due_coin,
+            usd_amount: v.usd_amount,
+            status: v.status,
+            reason_code: v.reason_code,
+            // A reversed intent never reads as paid.
+            paid: v.paid_at_ms.is_some(),
+            amount_final: v.amount_final,
+            amount_pending: v.amount_pending,
+            amount_outstanding: v.amount_outstanding,
+            received_in_full: v.received_in_full,
+            created_at_ms: v.created_at_ms,
+            expires_at_ms: v.expires_at_ms,
+            paid_at_ms: v.paid_at_ms,
+            reversed_at_ms: v.reversed_at_ms,
             server_time_ms: s.ctx.clock.now_ms(),
-            uri: intent_uri(i, &s.ctx.settings).unwrap_or_else(|_| i.address.clone()),
-            uri_carries_amount: i.method.network() != Network::Tron,
+            uri: v.payment.uri,
+            uri_carries_amount: v.payment.uri_carries_amount,
             qr_svg: format!("/v1/view/{token}/qr.svg"),
             events: format!("/v1/view/{token}/events"),
         }

@@ -61,7 +61,8 @@ pub(crate) async fn list(
     })))
 }
 
-fn event_json(e: &FeedEvent) -> Value {
+/// An event as the feed and the storefront's live stream serve it.
+pub(crate) fn event_json(e: &FeedEvent) -> Value {
     // Written by paywatch as a JSON object; kept as text if ever it is not.
     let data: Value =
         serde_json::from_str(&e.payload).unwrap_or_else(|_| Value::String(e.payload.clone()));

@@ -30,6 +30,7 @@ use tracing::warn;
 use super::auth::Role;
 use super::customer_view::{by_token, customer_status, CustomerView};
 use super::error::ApiError;
+use super::events::event_json;
 use super::intent_view::IntentView;
 use super::storefront::parse_id;
 use super::ApiState;
@@ -37,6 +38,9 @@ use crate::store::{FeedEvent, Store};
 
 /// How often the tail looks for new events.
 const TAIL_EVERY: Duration = Duration::from_millis(250);
+/// With nobody listening, the tail moves to the feed's head every this
+/// many ticks (once a second).
+const IDLE_EVERY_TICKS: u32 = 4;
 /// Events the tail reads at once, and a stream's replay page.
 const PAGE: i64 = 500;
 /// New events held for streams that have not taken them yet; a stream
@@ -75,17 +79,29 @@ impl FeedTail {
 async fn tail(store: Store, mut after: i64, sender: broadcast::Sender<Arc<FeedEvent>>) {
     let mut ticker = tokio::time::interval(TAIL_EVERY);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut idle_ticks: u32 = 0;
     loop {
         ticker.tick().await;
         if sender.receiver_count() == 0 {
-            // Nobody listens: the head moves on without being read; a new
-            // stream reads what it needs from the database.
+            // Nobody listens: the position follows the head, a few times
+            // less often, instead of the events being read.
+            idle_ticks = idle_ticks.wrapping_add(1);
+            if !idle_ticks.is_multiple_of(IDLE_EVERY_TICKS) {
+                continue;
+            }
+            // The head first, then the count: a stream that subscribes after
+            // the count reads its own backlog up to at least this head, so
+            // moving here skips nothing it is owed. Moved after a stream
+            // subscribed, the events between its backlog and the head would
+            // reach it late, on its next refill.
             match store.feed_head().await {
-                Ok(head) => after = head,
+                Ok(head) if sender.receiver_count() == 0 => after = head,
+                Ok(_) => {}
                 Err(e) => warn!(error = %e, "live status: reading the feed's head failed"),
             }
             continue;
         }
+        idle_ticks = 0;
         loop {
             match store.events_after(after, PAGE).await {
                 Ok(events) => {
@@ -305,18 +321,7 @@ impl Stream {
     fn render(&self, e: &FeedEvent) -> Option<Event> {
         let payload: Map<String, Value> = serde_json::from_str(&e.payload).unwrap_or_default();
         let (name, data) = match &self.listener {
-            Listener::Storefront => (
-                e.topic.clone(),
-                json!({
-                    "cursor": e.cursor,
-                    "topic": e.topic,
-                    "kind": e.kind,
-                    "reference": e.reference,
-                    "intent_id": e.intent_id,
-                    "created_at_ms": e.created_at_ms,
-                    "data": payload,
-                }),
-            ),
+            Listener::Storefront => (e.topic.clone(), event_json(e)),
             Listener::Customer { .. } => match e.topic.as_str() {
                 "intent.status" => (
                     "status".to_owned(),
