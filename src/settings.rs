@@ -331,6 +331,10 @@ fn event_stream_secs() -> u64 {
     300
 }
 
+fn max_event_streams() -> usize {
+    512
+}
+
 fn request_timeout_secs() -> u64 {
     30
 }
@@ -461,6 +465,11 @@ pub struct ApiSettings {
     /// held for ever by one page.
     #[serde(default = "event_stream_secs")]
     pub event_stream_secs: u64,
+    /// Live status streams open at once; the next is refused (503
+    /// `too_many_streams`, Retry-After), so open checkout pages never take
+    /// every connection the storefront's calls need.
+    #[serde(default = "max_event_streams")]
+    pub max_event_streams: usize,
     /// Role (`storefront`, `operator`, `support`) → SHA-256 hashes (hex) of
     /// its bearer tokens. Tokens themselves are never configured or stored.
     pub tokens: BTreeMap<String, Vec<String>>,

@@ -13,6 +13,7 @@ use std::time::Duration;
 use common::api::{context_with_role_tokens, ApiClient, OPERATOR, STOREFRONT};
 use common::sse::{EventStream, SseEvent};
 use common::{Backend, Harness};
+use paywatch::settings::ApiSettings;
 use paywatch::store::IntentRecord;
 use paywatch_core::{Asset, Network};
 use reqwest::{Method, StatusCode};
@@ -23,16 +24,24 @@ on_both_databases!(
     a_listener_that_reconnects_misses_nothing_and_sees_nothing_twice,
     many_listeners_each_see_their_own_intent_change_once,
     a_view_token_opens_its_own_payment_and_nothing_else,
-    the_payment_page_shows_everything_a_payer_needs_without_its_script
+    the_payment_page_shows_everything_a_payer_needs_without_its_script,
+    checkout_pages_beyond_the_stream_budget_are_told_to_retry_and_then_served
 );
 
 const WAIT: Duration = Duration::from_secs(20);
 
 /// A Litecoin harness (two confirmations) serving its API.
 async fn world(b: Backend) -> (Harness, ApiClient) {
+    world_with(b, |_| {}).await
+}
+
+/// The same, with the API's settings changed by `tune`.
+async fn world_with(b: Backend, tune: impl FnOnce(&mut ApiSettings)) -> (Harness, ApiClient) {
     let mut h = Harness::new(b, Network::Litecoin, 2).await;
     h.import_pool(20).await;
-    let client = ApiClient::serve(context_with_role_tokens(&h)).await;
+    let mut ctx = context_with_role_tokens(&h);
+    tune(&mut ctx.settings.api);
+    let client = ApiClient::serve(ctx).await;
     (h, client)
 }
 
@@ -184,6 +193,15 @@ async fn a_listener_that_reconnects_misses_nothing_and_sees_nothing_twice(b: Bac
     let mut replay = EventStream::open(&url, None, Some(snapshot.cursor())).await;
     let everything = replay.until(WAIT, |e| e.event == "settlement").await;
     assert_eq!(statuses(&everything), ["confirming", "paid"]);
+
+    // An id beyond anything the feed holds (from another database, a
+    // restored one) starts again from the intent's state.
+    let mut elsewhere = EventStream::open(&url, None, Some(1_000_000_000)).await;
+    let first = elsewhere.next(WAIT).await.unwrap();
+    assert_eq!(
+        (first.event.as_str(), &first.data["status"]),
+        ("snapshot", &Value::from("paid"))
+    );
 
     // A Last-Event-ID that no stream sent is refused, named.
     let refused = reqwest::Client::new()
@@ -391,5 +409,52 @@ async fn the_payment_page_shows_everything_a_payer_needs_without_its_script(b: B
         .await
         .unwrap();
     assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    h.dispose().await;
+}
+
+async fn checkout_pages_beyond_the_stream_budget_are_told_to_retry_and_then_served(b: Backend) {
+    let (h, api) = world_with(b, |a| {
+        a.max_event_streams = 2;
+        a.event_stream_secs = 2;
+    })
+    .await;
+    let i = h.create("order", "budget-1", "LTC", "50").await;
+    let url = format!("{}/v1/view/{}/events", api.base, view_token(&i));
+    let mut first = EventStream::open(&url, None, None).await;
+    let _second = EventStream::open(&url, None, None).await;
+    // The third is refused at once, told when to come back, and the
+    // storefront's own calls are still answered.
+    let refused = reqwest::Client::new().get(&url).send().await.unwrap();
+    assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(refused.headers()["retry-after"], "5");
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "too_many_streams", "{body}");
+    let (st, _) = api
+        .call(
+            Method::GET,
+            &format!("/v1/intents/{}", i.id),
+            Some(STOREFRONT),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK);
+    // Streams end after event_stream_secs; their places are free again.
+    assert_eq!(first.next(WAIT).await.unwrap().event, "snapshot");
+    assert!(
+        first.next(Duration::from_secs(10)).await.is_none(),
+        "the stream did not end"
+    );
+    let mut again = None;
+    for _ in 0..50 {
+        let (st, stream) = EventStream::try_open(&url, None, None).await;
+        if st == StatusCode::OK {
+            again = stream.ok();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let mut again = again.expect("a place came free once the streams ended");
+    assert_eq!(again.next(WAIT).await.unwrap().event, "snapshot");
     h.dispose().await;
 }

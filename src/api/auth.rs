@@ -269,6 +269,7 @@ mod tests {
             behind_tls: false,
             auth_failures_per_minute: 20,
             event_stream_secs: 1,
+            max_event_streams: 1,
             tokens,
         }
     }

@@ -5,7 +5,7 @@
 //! page to.
 
 use axum::extract::{Path, State};
-use axum::http::header::CONTENT_TYPE;
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
@@ -132,8 +132,13 @@ pub(crate) async fn view_of(s: &ApiState, token: &str) -> Result<CustomerView, A
 pub(crate) async fn get(
     State(s): State<ApiState>,
     Path(token): Path<String>,
-) -> Result<Json<CustomerView>, ApiError> {
-    Ok(Json(view_of(&s, &token).await?))
+) -> Result<Response, ApiError> {
+    // A payment's state changes: no cache may answer for it.
+    Ok((
+        [(CACHE_CONTROL, "no-store")],
+        Json(view_of(&s, &token).await?),
+    )
+        .into_response())
 }
 
 /// `GET /v1/view/{token}/{file}`: the payment URI as `qr.svg` or `qr.png`.

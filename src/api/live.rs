@@ -18,12 +18,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
+use axum::http::header::RETRY_AFTER;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream;
 use serde_json::{json, Map, Value};
-use tokio::sync::{broadcast, OnceCell};
+use tokio::sync::{broadcast, OnceCell, OwnedSemaphorePermit};
 use tokio::time::Instant;
 use tracing::warn;
 
@@ -198,6 +199,8 @@ struct Stream {
     /// dropped by it while the stream lagged, are still to be read.
     replay_owed: bool,
     ends_at: Instant,
+    /// Held for as long as the stream is open.
+    _permit: OwnedSemaphorePermit,
 }
 
 async fn open(
@@ -206,11 +209,31 @@ async fn open(
     from: Option<i64>,
     listener: Listener,
 ) -> Result<Response, ApiError> {
+    // Streams have a budget of their own, below the listener's: open
+    // checkout pages never take the connections the storefront needs.
+    let Ok(permit) = Arc::clone(&s.streams).try_acquire_owned() else {
+        let mut busy = ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too_many_streams",
+            format!(
+                "{} live status streams are open, the most this paywatch serves \
+                 (api.max_event_streams): try again shortly, or read GET /v1/view/{{token}}",
+                s.ctx.settings.api.max_event_streams
+            ),
+        )
+        .into_response();
+        busy.headers_mut()
+            .insert(RETRY_AFTER, HeaderValue::from_static("5"));
+        return Ok(busy);
+    };
     let live = s.live.subscribe(&s.ctx.store).await?;
     let horizon = s.ctx.store.feed_pruned_through().await?;
-    // Resuming from before a prune would skip what was pruned: start from
-    // the intent's state instead, which carries everything since.
-    let (sent, opening) = match from.filter(|c| *c >= horizon) {
+    let head = s.ctx.store.feed_head().await?;
+    // Resuming from before a prune would skip what was pruned, and from
+    // beyond the head (an id from another database, a restored one) would
+    // wait for events that already happened: start from the intent's state
+    // instead, which carries everything since.
+    let (sent, opening) = match from.filter(|c| *c >= horizon && *c <= head) {
         Some(cursor) => (cursor, None),
         None => {
             // The cursor first, then the state: the state is at least as new
@@ -250,6 +273,7 @@ async fn open(
         opening,
         replay_owed: true,
         ends_at,
+        _permit: permit,
     };
     let events = stream::unfold(state, |mut st| async move {
         let event = st.next().await?;

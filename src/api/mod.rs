@@ -68,6 +68,8 @@ pub struct ApiState {
     pub(crate) failures: Arc<throttle::FailureThrottle>,
     /// The feed as it grows, for live status streams.
     pub(crate) live: Arc<live::FeedTail>,
+    /// Live status streams open at once, at most `api.max_event_streams`.
+    pub(crate) streams: Arc<tokio::sync::Semaphore>,
 }
 
 impl ApiState {
@@ -76,7 +78,11 @@ impl ApiState {
         let failures = Arc::new(throttle::FailureThrottle::new(
             ctx.settings.api.auth_failures_per_minute,
         ));
+        let streams = Arc::new(tokio::sync::Semaphore::new(
+            ctx.settings.api.max_event_streams,
+        ));
         Ok(ApiState {
+            streams,
             ctx: Arc::new(ctx),
             tokens,
             recheck: Arc::new(Notify::new()),

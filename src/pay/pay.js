@@ -12,7 +12,9 @@
   var skew = Number(main.dataset.serverTime) - Date.now();
 
   function say(reason, status) {
-    return words[reason] || words[status] || "Checking this payment.";
+    if (reason && Object.prototype.hasOwnProperty.call(words, reason)) return words[reason];
+    if (Object.prototype.hasOwnProperty.call(words, status)) return words[status];
+    return "Checking this payment.";
   }
 
   function show(data) {
@@ -39,8 +41,28 @@
   setInterval(tick, 1000);
 
   if (!window.EventSource) return;
-  // Reconnects by itself with Last-Event-ID, so no change is missed.
-  var events = new EventSource(main.dataset.events);
-  events.addEventListener("snapshot", function (e) { show(JSON.parse(e.data)); });
-  events.addEventListener("status", function (e) { show(JSON.parse(e.data)); });
+  // An EventSource reconnects by itself with Last-Event-ID after a dropped
+  // connection, but gives up for good on an error answer (a 503 while the
+  // server is busy, say): then a new one is opened after a pause that
+  // doubles to a minute, and it starts from the intent's state, so the
+  // page never stays on an old status. Once paid, nothing more is awaited.
+  var pause = 2000;
+  var events = null;
+  function listen() {
+    events = new EventSource(main.dataset.events);
+    events.addEventListener("snapshot", got);
+    events.addEventListener("status", got);
+    events.onopen = function () { pause = 2000; };
+    events.onerror = function () {
+      if (events.readyState !== EventSource.CLOSED) return;
+      setTimeout(listen, pause);
+      pause = Math.min(pause * 2, 60000);
+    };
+  }
+  function got(e) {
+    var data = JSON.parse(e.data);
+    show(data);
+    if (data.paid === true && events) events.close();
+  }
+  listen();
 })();
