@@ -155,7 +155,7 @@ async fn the_overview_counts_todays_intents_the_money_settled_and_the_queue(b: B
     };
     assert!(
         page.contains(
-            "<strong>1</strong> waiting; the oldest for <strong id=\"queue-age\">3m 00s</strong>"
+            "<strong>1</strong> waiting; the longest unchanged for <strong id=\"queue-age\">3m 00s</strong>"
         ),
         "{page}"
     );
@@ -201,7 +201,7 @@ async fn support_accepts_a_late_payment_in_the_browser_and_it_leaves_the_queue(b
         .await;
     let waiting = browser.text("#queue-size").await;
     assert!(
-        waiting.starts_with("1 waiting; the oldest for"),
+        waiting.starts_with("1 waiting; the longest unchanged for"),
         "{waiting}"
     );
     let watchers = browser.text("#watcher-states").await;

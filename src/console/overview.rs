@@ -67,7 +67,7 @@ async fn render(s: &ApiState) -> Result<Html, ApiError> {
         Some(since) if queue.waiting > 0 => {
             h.raw("<strong>")
                 .text(queue.waiting)
-                .raw("</strong> waiting; the oldest for <strong id=\"queue-age\">")
+                .raw("</strong> waiting; the longest unchanged for <strong id=\"queue-age\">")
                 .text(age(now - since))
                 .raw("</strong>. <a href=\"/console/queue\">Open the queue</a>");
         }

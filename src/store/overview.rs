@@ -33,7 +33,9 @@ pub(crate) struct SettledTally {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct QueueSize {
     pub waiting: i64,
-    /// When the longest-waiting case entered review.
+    /// The oldest last change among the cases waiting (`updated_at`, which
+    /// `intents_needing_review` orders by): a case that saw a new transfer
+    /// while in review counts from then.
     pub oldest_since_ms: Option<i64>,
 }
 
