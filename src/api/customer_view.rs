@@ -5,7 +5,7 @@
 //! page to.
 
 use axum::extract::{Path, State};
-use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use axum::http::header::CACHE_CONTROL;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
@@ -13,8 +13,8 @@ use serde_json::{Map, Value};
 
 use super::error::ApiError;
 use super::intent_view::{intent_uri, IntentView};
+use super::storefront::qr_file;
 use super::ApiState;
-use crate::payment_uri::{qr_png, qr_svg};
 use crate::store::IntentRecord;
 
 /// An intent as its payer sees it.
@@ -148,20 +148,10 @@ pub(crate) async fn qr(
 ) -> Result<Response, ApiError> {
     let intent = by_token(&s, &token).await?;
     let uri = intent_uri(&intent, &s.ctx.settings).unwrap_or_else(|_| intent.address.clone());
-    let failed = |e: String| ApiError::invalid(format!("no QR code for this payment: {e}"));
-    match file.as_str() {
-        "qr.svg" => Ok((
-            [(CONTENT_TYPE, "image/svg+xml")],
-            qr_svg(&uri).map_err(|e| failed(e.to_string()))?,
-        )
-            .into_response()),
-        "qr.png" => Ok((
-            [(CONTENT_TYPE, "image/png")],
-            qr_png(&uri).map_err(|e| failed(e.to_string()))?,
-        )
-            .into_response()),
-        other => Err(ApiError::not_found(format!(
-            "no '{other}' for a payment: qr.svg, qr.png or events"
-        ))),
-    }
+    qr_file(
+        &uri,
+        &file,
+        |why| ApiError::invalid(format!("no QR code for this payment: {why}")),
+        "a payment: qr.svg, qr.png or events",
+    )
 }

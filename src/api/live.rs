@@ -343,18 +343,17 @@ impl Stream {
     /// The event as this listener may see it; `None` for one a customer
     /// is not shown (ledger postings, support's decisions).
     fn render(&self, e: &FeedEvent) -> Option<Event> {
-        let payload: Map<String, Value> = serde_json::from_str(&e.payload).unwrap_or_default();
         let (name, data) = match &self.listener {
             Listener::Storefront => (e.topic.clone(), event_json(e)),
             Listener::Customer { .. } => match e.topic.as_str() {
                 "intent.status" => (
                     "status".to_owned(),
-                    customer_status(&payload, self.s.ctx.clock.now_ms()),
+                    customer_status(&payload_of(e), self.s.ctx.clock.now_ms()),
                 ),
                 // Settled, reversed, recredited: the word only.
                 "settlement" => (
                     "settlement".to_owned(),
-                    json!({ "event": payload.get("event").cloned().unwrap_or(Value::Null) }),
+                    json!({ "event": payload_of(e).get("event").cloned().unwrap_or(Value::Null) }),
                 ),
                 _ => return None,
             },
@@ -366,4 +365,9 @@ impl Stream {
                 .data(data.to_string()),
         )
     }
+}
+
+/// An event's body, as written (an object; empty if ever it is not).
+fn payload_of(e: &FeedEvent) -> Map<String, Value> {
+    serde_json::from_str(&e.payload).unwrap_or_default()
 }

@@ -212,21 +212,33 @@ pub(crate) async fn qr(
         .ok_or_else(|| ApiError::not_found(format!("no intent {id}")))?;
     let uri = intent_uri(&intent, &s.ctx.settings)
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
-    let failed = |e: crate::payment_uri::UriError| {
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
-    };
-    match file.as_str() {
+    qr_file(
+        &uri,
+        &file,
+        |why| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", why),
+        "an intent: qr.svg or qr.png",
+    )
+}
+
+/// `file` (`qr.svg` or `qr.png`) of a payment URI; `failed` says what a
+/// code that cannot be drawn answers, `what` names the other files.
+pub(crate) fn qr_file(
+    uri: &str,
+    file: &str,
+    failed: impl Fn(String) -> ApiError,
+    what: &str,
+) -> Result<Response, ApiError> {
+    let failed = |e: crate::payment_uri::UriError| failed(e.to_string());
+    match file {
         "qr.svg" => Ok((
             [(CONTENT_TYPE, "image/svg+xml")],
-            qr_svg(&uri).map_err(failed)?,
+            qr_svg(uri).map_err(failed)?,
         )
             .into_response()),
         "qr.png" => {
-            Ok(([(CONTENT_TYPE, "image/png")], qr_png(&uri).map_err(failed)?).into_response())
+            Ok(([(CONTENT_TYPE, "image/png")], qr_png(uri).map_err(failed)?).into_response())
         }
-        other => Err(ApiError::not_found(format!(
-            "no '{other}' for an intent: qr.svg or qr.png"
-        ))),
+        other => Err(ApiError::not_found(format!("no '{other}' for {what}"))),
     }
 }
 

@@ -52,9 +52,9 @@ async fn render(s: &ApiState) -> Result<Html, ApiError> {
     let week = now - WEEK_MS;
     let queue = store.review_queue_size().await?;
     let watchers = watcher_health(s).await?;
-    let intents = store.intents_made_since(week.min(today), today).await?;
+    let intents = store.intents_made_since(week, today).await?;
     let per_hour = store.intents_made_per_bucket(now - DAY_MS, HOUR_MS).await?;
-    let settled = store.settled_since(week.min(today), today).await?;
+    let settled = store.settled_since(week, today).await?;
     let per_day = store.settled_per_bucket(now - WEEK_MS, DAY_MS).await?;
 
     let mut h = Html::new();
@@ -114,13 +114,12 @@ async fn render(s: &ApiState) -> Result<Html, ApiError> {
     });
 
     h.raw("<h2>Money settled</h2><p>USD settled per day, last 7 days: ");
-    let cents: Vec<(i64, i64)> = per_day.clone();
     chart::sparkline(
         &mut h,
         "USD cents settled per day",
         now - WEEK_MS,
         now,
-        &bucket_points(now - WEEK_MS, DAY_MS, &cents),
+        &bucket_points(now - WEEK_MS, DAY_MS, &per_day),
     );
     h.raw("</p>");
     settled_table(&mut h, &settled);
