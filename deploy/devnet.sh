@@ -580,8 +580,13 @@ for id in "${review_ids[@]}"; do
     printf '%s' "$queue" | grep -Eq "\"(intent_)?id\": ?$id[,}]" \
         || die "intent $id is not in the API's review queue: $queue"
 done
-get "$api/console/login" | grep -q '<form' || die "the console's login page does not answer at $api/console/login"
-get "http://127.0.0.1:$metrics_port/metrics" | grep -q '^paywatch_' \
+# Each answer read whole before it is searched: `grep -q` stops at its first
+# match, and curl writing into the closed pipe would fail the pipeline.
+login_page="$(get "$api/console/login")" || die "the console's login page does not answer at $api/console/login"
+printf '%s' "$login_page" | grep -q '<form' || die "the console's login page at $api/console/login has no form"
+metrics="$(get "http://127.0.0.1:$metrics_port/metrics")" \
+    || die "the metrics at http://127.0.0.1:$metrics_port/metrics do not answer"
+printf '%s\n' "$metrics" | grep -q '^paywatch_' \
     || die "no paywatch metrics at http://127.0.0.1:$metrics_port/metrics"
 # One intent left open, to pay from its hosted page.
 out="$(pw intent create --kind order --reference "devnet-$run_id-open" \
@@ -590,7 +595,8 @@ open_id="$(field "$out" intent 2)"
 open_address="$(field "$out" pay 7)"
 open_coin="$(field "$out" pay 2)"
 open_page="$(field "$out" pay_page 2)"
-get "$api$open_page" | grep -q "$open_address" || die "the payment page $api$open_page does not show its address"
+page="$(get "$api$open_page")" || die "the payment page $api$open_page does not answer"
+printf '%s' "$page" | grep -q "$open_address" || die "the payment page $api$open_page does not show its address"
 
 cat <<SERVED
 
