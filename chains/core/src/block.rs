@@ -66,6 +66,20 @@ pub struct Transfer {
     pub amount: Amount,
     /// A failed transaction moves nothing; it is kept for the record only.
     pub success: bool,
+    /// The final height from which the transfer counts final, when that is
+    /// later than its block's: a coinbase output cannot be spent for 100
+    /// blocks, and an orphaned coinbase never comes back, so it is final
+    /// only at 100 confirmations (or the network's, if more). `None`: final
+    /// with its block.
+    pub matures_at: Option<u64>,
+}
+
+impl Transfer {
+    /// The final height at which this transfer counts final.
+    pub fn final_from(&self, block_height: u64) -> u64 {
+        self.matures_at
+            .map_or(block_height, |m| m.max(block_height))
+    }
 }
 
 /// A block as a source returns it: its place, its time and what it paid to

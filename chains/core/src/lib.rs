@@ -18,11 +18,14 @@ mod watch;
 
 pub use amount::{Amount, AmountError, AmountProblem};
 pub use block::{AssetId, BlockRef, ChainEvent, SourceBlock, Transfer};
-pub use method::{Asset, Method, MethodError};
+pub use method::{recognised_tokens, Asset, Method, MethodError};
 pub use network::{Network, UnknownNetwork};
 pub use pacing::{retry_after, Pacer};
 pub use read_ahead::{AtHeight, FetchRange, ReadAhead};
 pub use shown_url::shown_url;
-pub use source::{Activity, BlockSource, Probe, SourceError, Unconfirmed};
+pub use source::{
+    Activity, BalanceReads, BlockSource, NativeBalance, Probe, SourceError, Unconfirmed,
+    UnreadBlocks,
+};
 pub use stream::{CanonicalStream, StreamError};
 pub use watch::{Listing, WatchKeyFn, WatchRead, WatchSet};

@@ -40,6 +40,17 @@ impl Asset {
         }
     }
 
+    /// Base units per coin, as a power of ten: the same on every network
+    /// (USDC is 6 on Ethereum, Tron and Solana alike).
+    pub fn decimals(self) -> u32 {
+        match self {
+            Asset::Btc | Asset::Ltc => 8,
+            Asset::Eth => 18,
+            Asset::Usdt | Asset::Usdc | Asset::Trx => 6,
+            Asset::Sol => 9,
+        }
+    }
+
     /// Stablecoins are quoted 1:1 with USD unless the rates config says otherwise.
     pub fn is_usd_stablecoin(self) -> bool {
         matches!(self, Asset::Usdt | Asset::Usdc)
@@ -116,12 +127,7 @@ impl Method {
 
     /// Base units per coin, as a power of ten.
     pub fn decimals(self) -> u32 {
-        match self.asset {
-            Asset::Btc | Asset::Ltc => 8,
-            Asset::Eth => 18,
-            Asset::Usdt | Asset::Usdc | Asset::Trx => 6,
-            Asset::Sol => 9,
-        }
+        self.asset.decimals()
     }
 
     /// The mainnet token contract; dev chains override it in config.
@@ -145,6 +151,23 @@ impl Method {
             .map(|m| m.to_string())
             .collect::<Vec<_>>()
             .join(", ")
+    }
+}
+
+/// The mainnet contracts (mints, on Solana) of a method's asset on a
+/// network where that asset is no method: USDC on Tron, USDT and USDC on
+/// Solana. Real money a payer sent there by mistake is recognised by its
+/// issuer's contract, so it goes before a person as `wrong_asset` (the key
+/// is held; it can be returned); any other token is address-poisoning
+/// spam, recorded and moving nothing. Look-alike contracts are spam.
+pub fn recognised_tokens(network: Network) -> &'static [(Asset, &'static str)] {
+    match network {
+        Network::Tron => &[(Asset::Usdc, "TEkxiTehnzSmSe2XqrBj4w32RUN966rdz8")],
+        Network::Solana => &[
+            (Asset::Usdt, "Es9vMFrzaCERmJfrF4H2FYD4KCoNkY11McCe8BenwNYB"),
+            (Asset::Usdc, "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"),
+        ],
+        Network::Bitcoin | Network::Litecoin | Network::Ethereum => &[],
     }
 }
 

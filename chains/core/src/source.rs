@@ -69,6 +69,67 @@ pub trait BlockSource: Send + Sync {
             self.network()
         )))
     }
+
+    /// Whether money may reach an address without a transfer this source
+    /// reports (ETH sent by a contract without traces, TRX by a contract on
+    /// a node that keeps no internal transactions), and how its balances
+    /// read: the watcher then compares the node's balances with the money
+    /// recorded (the balance backstop). `None`: every coin is seen.
+    fn balance_backstop(&self) -> Option<BalanceReads> {
+        None
+    }
+
+    /// The native coin held by each of `addresses` (as issued), in order,
+    /// as [`BlockSource::balance_backstop`] says: at `at_height`, a final
+    /// height, or at the node's latest final state. `None`: cannot tell.
+    async fn native_balances(
+        &self,
+        _addresses: &[String],
+        _at_height: u64,
+    ) -> Result<Option<Vec<NativeBalance>>, SourceError> {
+        Ok(None)
+    }
+
+    /// Blocks handed out without every transfer in them, which the source
+    /// is still reading again, and how many it gave up on since it started
+    /// (an Ethereum node that cannot trace a block: its ETH sent by
+    /// contracts). `None`: the source reads whole blocks.
+    fn unread_blocks(&self) -> Option<UnreadBlocks> {
+        None
+    }
+}
+
+/// What [`BlockSource::unread_blocks`] counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UnreadBlocks {
+    pub waiting: u64,
+    pub given_up: u64,
+    /// The lowest height still read again (waiting, or read again with
+    /// news not yet queued as a rescan): where a restart must read from,
+    /// as the source keeps the wait in memory.
+    pub lowest: Option<u64>,
+}
+
+/// Which state a source's balances are read at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BalanceReads {
+    /// Exactly at the height asked (Ethereum's `eth_getBalance` at a block).
+    AtHeight,
+    /// At the node's latest final state, at or above the height asked
+    /// (java-tron keeps no balance by height; its solidity service answers
+    /// the solidified state).
+    LatestFinal,
+}
+
+/// An address's native coin as its node holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NativeBalance {
+    /// Base units (wei, sun).
+    pub balance: u128,
+    /// The address has spent from itself (a nonce above zero, on Tron a
+    /// signed transaction's mark): its balance no longer adds up what it
+    /// received, so it cannot be compared.
+    pub has_sent: bool,
 }
 
 /// An address out of the watch set, read in blocks up to `watched_to`.
@@ -161,5 +222,21 @@ impl<T: BlockSource + ?Sized> BlockSource for std::sync::Arc<T> {
 
     async fn activity_after(&self, probes: &[Probe]) -> Result<Vec<Activity>, SourceError> {
         (**self).activity_after(probes).await
+    }
+
+    fn balance_backstop(&self) -> Option<BalanceReads> {
+        (**self).balance_backstop()
+    }
+
+    async fn native_balances(
+        &self,
+        addresses: &[String],
+        at_height: u64,
+    ) -> Result<Option<Vec<NativeBalance>>, SourceError> {
+        (**self).native_balances(addresses, at_height).await
+    }
+
+    fn unread_blocks(&self) -> Option<UnreadBlocks> {
+        (**self).unread_blocks()
     }
 }

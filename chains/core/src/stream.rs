@@ -125,17 +125,16 @@ impl<S: BlockSource> CanonicalStream<S> {
             if last.hash == tip.hash {
                 return Ok(events);
             }
-            if last.height >= tip.height {
-                // A node whose tip is one of our blocks is behind us (restarted,
-                // a lagging backend), not on another chain: wait for it.
-                let behind = self
-                    .cursor
-                    .iter()
-                    .rev()
-                    .any(|b| b.height == tip.height && b.hash == tip.hash);
-                if !behind {
-                    self.reorg(&mut events).await?;
-                }
+            // A lower tip is not a reorg. A node behind us (restarted, or a
+            // lagging backend behind a load balancer) may still sit on a
+            // branch the network orphaned: following it back would
+            // disconnect final blocks, reverse their credits, and credit
+            // them again once a caught-up backend answers. Wait for it.
+            if last.height > tip.height {
+                return Ok(events);
+            }
+            if last.height == tip.height {
+                self.reorg(&mut events).await?;
                 return Ok(events);
             }
         }
@@ -184,6 +183,8 @@ impl<S: BlockSource> CanonicalStream<S> {
         'attempts: for _ in 0..WALK_ATTEMPTS {
             let mut branch: Vec<SourceBlock> = Vec::new();
             let mut agreement: Option<usize> = None;
+            let mut reaches_our_tip = false;
+            let top = self.cursor.len().saturating_sub(1);
             for i in (0..self.cursor.len()).rev() {
                 let ours = &self.cursor[i];
                 match self.source.block(ours.height).await? {
@@ -191,7 +192,10 @@ impl<S: BlockSource> CanonicalStream<S> {
                         agreement = Some(i);
                         break;
                     }
-                    Some(theirs) => branch.push(theirs),
+                    Some(theirs) => {
+                        reaches_our_tip |= i == top;
+                        branch.push(theirs);
+                    }
                     None => {}
                 }
             }
@@ -199,6 +203,13 @@ impl<S: BlockSource> CanonicalStream<S> {
             // its own: it is behind, and nothing of ours is disproved. Only
             // a different block at a height we hold is a reorg.
             if branch.is_empty() {
+                return Ok(());
+            }
+            // A branch is followed only once it is at least as long as ours:
+            // one that is shorter is a node behind us on a stale branch (or
+            // a load balancer that just switched to one). Checked before the
+            // depth, so a backend far behind is waited for, not a halt.
+            if !reaches_our_tip {
                 return Ok(());
             }
             let keep = agreement.map_or(0, |i| i + 1);
@@ -221,9 +232,9 @@ impl<S: BlockSource> CanonicalStream<S> {
                 continue;
             }
 
-            // A chain that got shorter leaves fewer than max_depth + 1 blocks
-            // remembered, and the next small reorg would look too deep. Refill
-            // the memory from below while the source still has our blocks.
+            // A cursor restored shorter than max_depth + 1 blocks would make
+            // the next small reorg look too deep. Refill the memory from
+            // below while the source still has our blocks.
             let mut below = Vec::new();
             let mut lowest = self.cursor.front().filter(|_| keep > 0).cloned();
             while let Some(low) = lowest.take() {

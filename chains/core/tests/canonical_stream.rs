@@ -5,14 +5,15 @@
 //! ends up equal to the source's chain, whatever the chain did in between,
 //! and that it never disconnects more than a reorg dropped.
 //!
-//! One exception is deliberate: a node whose chain is a strict prefix of the
-//! replica (its tip is one of our blocks, or it lacks our upper blocks and
-//! shows no different block at any height we remember) is *behind* us -- it
-//! restarted, or a load balancer sent us to a lagging backend. The stream
-//! waits for it: it emits nothing and keeps its cursor, because following it
-//! back would disconnect blocks nobody disproved and reverse final credits.
-//! As soon as the node shows a block of its own, the stream follows it. So a
-//! chain that is merely truncated is followed once it grows a block.
+//! One exception is deliberate: a node whose chain is shorter than the
+//! replica is *behind* us -- it restarted, or a load balancer sent us to a
+//! lagging backend, maybe one still on a branch the network orphaned. The
+//! stream waits for it: it emits nothing and keeps its cursor, because
+//! following it back would disconnect blocks nobody disproved and reverse
+//! final credits, only to credit them again at the next answer. A lower tip
+//! is not a reorg: once the node's branch is at least as long as the
+//! replica, the stream follows it. So a chain that got shorter is followed
+//! once it grows back to our height.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -135,17 +136,18 @@ impl Replica {
     }
 }
 
-/// Whether the node's chain, from the replica's start height, is a strict
-/// prefix of the replica: the node lacks some of our upper blocks and has no
-/// block of its own. Reads the chain directly, not through a source, so it
-/// neither meets a scripted failure nor runs a meddling hook.
+/// Whether the node's chain, from the replica's start height, is shorter
+/// than the replica: a prefix of it (the node lacks our upper blocks) or a
+/// shorter branch. Either way the stream waits. Reads the chain directly,
+/// not through a source, so it neither meets a scripted failure nor runs a
+/// meddling hook.
 fn node_is_behind(replica: &Replica, chain: &ScriptedChain) -> bool {
-    let theirs: Vec<BlockRef> = chain
+    let theirs = chain
         .blocks()
         .into_iter()
         .filter(|b| b.height >= replica.start_height)
-        .collect();
-    theirs.len() < replica.blocks.len() && replica.blocks.starts_with(&theirs)
+        .count();
+    theirs < replica.blocks.len()
 }
 
 /// The node is behind the replica, which keeps every block it had.
@@ -153,7 +155,7 @@ fn node_is_behind(replica: &Replica, chain: &ScriptedChain) -> bool {
 fn assert_node_is_behind(replica: &Replica, chain: &ScriptedChain) {
     assert!(
         node_is_behind(replica, chain),
-        "expected the node's chain (tip {}) to be a strict prefix of the replica (top {:?})",
+        "expected the node's chain (tip {}) to be shorter than the replica (top {:?})",
         chain.tip(),
         replica.top()
     );
@@ -417,8 +419,9 @@ fn reorg_and_mine(chain: &ScriptedChain, depth: usize, mine: usize) {
 }
 
 /// Catches up; while that leaves the stream waiting for a node that is behind
-/// (a truncation, here or by a meddling hook), checks the replica kept its
-/// blocks, mines one block on the shorter chain and catches up again.
+/// (a truncation or a shorter branch, here or by a meddling hook), checks the
+/// replica kept its blocks, mines one block on the shorter chain and catches
+/// up again.
 /// Returns the transient errors met and how many blocks it had to mine; the
 /// caller asserts the replica is then exactly the chain.
 async fn converge<S: BlockSource>(
@@ -590,15 +593,11 @@ enum CaughtUp {
     /// The replica is exactly the chain (after following, or after an
     /// operator resynced it from a reorg deeper than max_depth).
     OnTheChain,
-    /// The chain is a strict prefix of the replica: the node is behind, the
-    /// stream waits and the replica keeps its blocks.
+    /// The chain is shorter than the replica (a prefix of it, or a shorter
+    /// branch, forked within the window or below it): the node is behind,
+    /// the stream waits and the replica keeps its blocks. Once the chain is
+    /// as long as the replica the fork is followed, or found too deep.
     WaitingForTheNode,
-    /// The chain forked from the replica below every block the stream
-    /// remembers and has not yet reached them: from what the stream holds it
-    /// looks exactly like a node that is behind, so the stream waits too.
-    /// Once the chain reaches a remembered height the fork is seen, and it is
-    /// deeper than max_depth.
-    ForkBelowTheWindow,
 }
 
 /// Catches the stream up with a chain that does not change meanwhile and
@@ -612,32 +611,20 @@ async fn catch_up_checked(
 ) -> CaughtUp {
     let expected = chain_view(chain, replica.start_height).await;
     let on_chain: Vec<BlockRef> = chain.blocks();
-    let common = replica.common_len(&expected);
     let stale = replica.stale_depth(&expected);
-    // The stream remembers the replica's upper max_depth + 1 blocks.
-    let window_start = replica.blocks.len().saturating_sub(max_depth + 1);
-
-    let waiting = if stale > 0 && common == expected.blocks.len() {
-        Some(CaughtUp::WaitingForTheNode)
-    } else if stale > 0 && expected.blocks.len() <= window_start {
-        Some(CaughtUp::ForkBelowTheWindow)
-    } else {
-        None
-    };
+    let waiting = (stale > 0 && expected.blocks.len() < replica.blocks.len())
+        .then_some(CaughtUp::WaitingForTheNode);
     if let Some(outcome) = waiting {
-        // Nothing the stream remembers is disproved: it emits nothing, keeps
-        // its cursor, and stays that way however often it is polled.
-        assert_eq!(
-            outcome == CaughtUp::WaitingForTheNode,
-            node_is_behind(replica, chain)
-        );
+        // A shorter chain disproves nothing the stream follows: it emits
+        // nothing, keeps its cursor, and stays that way however often it is
+        // polled.
+        assert!(node_is_behind(replica, chain));
         for _ in 0..3 {
             let size = sizes.next().expect("cycled");
             match stream.next_batch(size).await {
                 Ok(batch) => assert!(
                     batch.is_empty(),
-                    "{outcome:?}: the stream followed a node that shows no block of its own at a \
-                     height it remembers: {batch:?}"
+                    "{outcome:?}: the stream followed a chain shorter than the replica: {batch:?}"
                 ),
                 Err(e) => panic!(
                     "{outcome:?}: next_batch failed for a node behind us: {e} (the replica is \
@@ -754,23 +741,7 @@ async fn run_scenario(s: Scenario) {
         CanonicalStream::new(chain.unfiltered_source(), cursor, start_height, s.max_depth);
     assert_eq!(stream.cursor_tip(), replica.top());
     let mut sizes = s.max_blocks.iter().copied().cycle();
-    // Whether the last operation that changed the chain from the start height
-    // up only cut blocks off its top: the one way that part of the chain can
-    // end up a strict prefix of the replica.
-    let mut last_change_truncated = false;
-    let visible = || -> Vec<BlockRef> {
-        let mut blocks = chain.blocks();
-        blocks.retain(|b| b.height >= start_height);
-        blocks
-    };
-    let note_change = |before: &[BlockRef], after: &[BlockRef], truncated: &mut bool| {
-        if after != before {
-            *truncated = before.starts_with(after);
-        }
-    };
-
     for (op, catch_up_now) in &s.steps {
-        let before = visible();
         match op {
             Op::Extend(plans) => mine_plans(&chain, plans),
             Op::Reorg { depth, branch } => {
@@ -791,42 +762,27 @@ async fn run_scenario(s: Scenario) {
                 assert_cursor_is_the_replica(&stream, &replica, s.max_depth);
             }
         }
-        note_change(&before, &visible(), &mut last_change_truncated);
         if *catch_up_now {
-            let outcome =
-                catch_up_checked(&chain, &mut stream, &mut replica, s.max_depth, &mut sizes).await;
-            if outcome == CaughtUp::WaitingForTheNode {
-                assert!(
-                    last_change_truncated,
-                    "the chain is a strict prefix of the replica, yet it did not just get shorter"
-                );
-            }
+            catch_up_checked(&chain, &mut stream, &mut replica, s.max_depth, &mut sizes).await;
         }
     }
 
-    // Whatever the chain did, once it grows a block of its own past the
-    // truncation, the replica is exactly the chain. Growing from its first
-    // block past the start height and every block of the replica is enough.
+    // Whatever the chain did, once it grows back to the replica's height,
+    // the replica is exactly the chain. Growing from its first block past
+    // the start height and every block of the replica is enough.
     let max_growths = MAX_GROWTHS + replica.blocks.len() + (start_height - s.base_height) as usize;
     let mut grown = 0;
     loop {
         let outcome =
             catch_up_checked(&chain, &mut stream, &mut replica, s.max_depth, &mut sizes).await;
-        match outcome {
-            CaughtUp::OnTheChain => break,
-            CaughtUp::WaitingForTheNode => assert!(
-                last_change_truncated,
-                "the chain is a strict prefix of the replica, yet it did not just get shorter"
-            ),
-            CaughtUp::ForkBelowTheWindow => {}
+        if outcome == CaughtUp::OnTheChain {
+            break;
         }
         assert!(
             grown < max_growths,
             "the stream never followed the growing chain"
         );
-        let before = visible();
         mine_plans(&chain, &[Vec::new()]);
-        note_change(&before, &visible(), &mut last_change_truncated);
         grown += 1;
     }
     assert_eq!(replica, chain_view(&chain, start_height).await);
@@ -844,9 +800,8 @@ proptest! {
     /// batch sizes, and changes the stream only sees several at a time:
     /// applying the events yields exactly the chain, transfers included, and
     /// no disconnect ever reaches below the fork point -- except while the
-    /// chain is only a truncation of the replica, when the stream emits
-    /// nothing and the replica keeps its blocks until the chain grows one of
-    /// its own.
+    /// chain is shorter than the replica, when the stream emits nothing and
+    /// the replica keeps its blocks until the chain is as long again.
     #[test]
     fn applying_the_events_always_yields_the_chain(s in scenario_strategy()) {
         rt().block_on(run_scenario(s));
@@ -866,17 +821,17 @@ async fn reorg_deeper_than_max_depth_is_reorg_too_deep_and_emits_nothing() {
         let top = replica.top().cloned().expect("caught up");
 
         reorg_and_mine(&chain, max_depth + 1, replacement);
-        if replacement == 0 {
-            // Only truncated: nothing of ours is disproved yet, the node may
-            // just be behind.
+        // Shorter than ours: the node may just be behind, on a branch the
+        // network orphaned; nothing is followed, nothing halts.
+        while chain.height() < top.height {
             assert_node_is_behind(&replica, &chain);
             for size in [1, 100] {
                 assert_eq!(stream.next_batch(size).await, Ok(Vec::new()));
                 assert_cursor_is_the_replica(&stream, &replica, max_depth);
             }
-            // A block of its own: now it is a fork, max_depth + 1 deep.
             chain.mine();
         }
+        // As long as ours: now it is a fork, max_depth + 1 deep.
         for _ in 0..3 {
             let result = stream.next_batch(100).await;
             expect_too_deep(result, max_depth, &top);
@@ -891,9 +846,10 @@ async fn reorg_of_exactly_max_depth_is_followed() {
     for replacement in [0, 1, 3, 6] {
         let chain = chain_with(40, 10);
         let (mut stream, mut replica) = caught_up_stream(&chain, 40, max_depth).await;
+        let top = replica.top().cloned().expect("caught up");
         reorg_and_mine(&chain, max_depth, replacement);
-        if replacement == 0 {
-            // Only truncated: the stream waits for the node.
+        // Shorter: the stream waits for the node.
+        while chain.height() < top.height {
             assert_node_is_behind(&replica, &chain);
             assert_eq!(stream.next_batch(100).await, Ok(Vec::new()));
             assert_cursor_is_the_replica(&stream, &replica, max_depth);
@@ -995,9 +951,9 @@ async fn replacing_the_start_block_is_followed_when_the_cursor_holds_all_history
     assert_node_is_behind(&replica, &chain);
     assert_cursor_is_the_replica(&stream, &replica, max_depth);
 
-    // Blocks of its own at our heights, the start block's included: a reorg
-    // of the whole history, max_depth deep, followed.
-    chain.mine_n(6);
+    // Blocks of its own at our heights, the start block's included, up to
+    // our height: a reorg of the whole history, max_depth deep, followed.
+    chain.mine_n(9);
     assert_eq!(replica.blocks.len(), max_depth);
     let errors = catch_up(&chain, &mut stream, &mut replica, || 3).await;
     assert!(errors.is_empty(), "{errors:?}");
@@ -1087,8 +1043,8 @@ async fn chain_moving_during_the_reorg_walk_converges() {
                     assert!(matches!(e, StreamError::Unsettled { .. }), "{e}");
                 }
                 assert!(
-                    grown == 0 || mine == 0,
-                    "waited for a node that mined {mine} blocks of its own"
+                    grown <= 1 + depth,
+                    "waited for {grown} blocks, more than the reorgs took away"
                 );
                 assert_eq!(
                     replica,
@@ -1154,7 +1110,7 @@ async fn chain_moving_during_the_forward_fetch_converges() {
                 })
                 .await;
             chain.mine_n(10);
-            let errors = catch_up(&chain, &mut stream, &mut replica, || 20).await;
+            let (errors, _) = converge(&chain, &mut stream, &mut replica, || 20).await;
             assert!(errors.is_empty(), "{errors:?}");
             assert_eq!(
                 replica,
@@ -1219,7 +1175,7 @@ proptest! {
             // A meddling reorg with nothing mined only truncates: the stream
             // may be left waiting for the node until it grows a block.
             let (errors, grown) = converge(&chain, &mut stream, &mut replica, || max_blocks).await;
-            assert!(grown <= 4, "grew the chain {grown} times for at most 4 meddles");
+            assert!(grown <= 2 + 2 * 4, "grew the chain {grown} times, more than 5 reorgs took away");
             for e in &errors {
                 assert!(
                     matches!(e, StreamError::Unsettled { .. } | StreamError::Source(SourceError::Transient(_))),
@@ -1428,13 +1384,13 @@ async fn a_node_behind_our_whole_window_is_not_a_deep_reorg() {
     assert_eq!(chain.height(), 5);
     assert_node_is_behind(&replica, &chain);
     waits(&mut stream, &replica, max_depth, &chain.tip()).await;
-    // Blocks of its own below every height the stream remembers cannot be
-    // told apart from a node that is behind: still no reorg...
-    while chain.height() < 11 {
+    // Blocks of its own, below every height the stream remembers and then
+    // at them, on a chain still shorter than ours: still no reorg...
+    while chain.height() < 14 {
         chain.mine();
         waits(&mut stream, &replica, max_depth, &chain.tip()).await;
     }
-    // ...until one lands at a remembered height: a fork 10 blocks deep.
+    // ...until it is as long as ours: a fork 10 blocks deep.
     chain.mine();
     for _ in 0..2 {
         expect_too_deep(stream.next_batch(4).await, max_depth, &top);
@@ -1443,10 +1399,10 @@ async fn a_node_behind_our_whole_window_is_not_a_deep_reorg() {
 }
 
 #[tokio::test]
-async fn a_truncated_chain_is_followed_once_it_grows_a_block_of_its_own() {
+async fn a_truncated_chain_is_followed_once_it_is_as_long_as_ours() {
     let max_depth = 4;
     for depth in 1..=max_depth {
-        for regrow in [1, depth, depth + 2] {
+        for regrow in [depth, depth + 2] {
             for keep_transactions in [false, true] {
                 let case = format!("depth {depth}, regrow {regrow}, keep {keep_transactions}");
                 let chain = chain_with(0, 12);
@@ -1471,9 +1427,16 @@ async fn a_truncated_chain_is_followed_once_it_grows_a_block_of_its_own() {
                 waits(&mut stream, &replica, max_depth, &chain.tip()).await;
                 assert_eq!(replica, before, "{case}");
 
-                // The chain grows: its first new block is its own, at a
-                // height we hold, and the stream follows the fork.
-                let grown: Vec<BlockRef> = (0..regrow).map(|_| chain.mine()).collect();
+                // The chain grows blocks of its own at heights we hold: a
+                // shorter branch is waited for, one as long as ours is
+                // followed.
+                let mut grown = Vec::new();
+                for _ in 1..depth {
+                    grown.push(chain.mine());
+                    waits(&mut stream, &replica, max_depth, &chain.tip()).await;
+                }
+                assert_eq!(replica, before, "{case}");
+                grown.extend((grown.len()..regrow).map(|_| chain.mine()));
                 let events = drain(&mut stream, &mut replica, 2).await;
                 let expected: Vec<(bool, BlockRef)> = dropped
                     .iter()
@@ -1514,7 +1477,8 @@ async fn a_reorg_on_a_truncated_chain_is_measured_from_what_we_applied() {
         chain.reorg(truncated);
         waits(&mut stream, &replica, max_depth, &chain.tip()).await;
 
-        reorg_and_mine(&chain, reorged, 2);
+        // Back to our height, on a branch of its own.
+        reorg_and_mine(&chain, reorged, truncated + reorged);
         let stale = replica.stale_depth(&chain_view(&chain, 0).await);
         assert_eq!(stale, truncated + reorged);
         if too_deep {
@@ -1530,7 +1494,7 @@ async fn a_reorg_on_a_truncated_chain_is_measured_from_what_we_applied() {
 }
 
 #[tokio::test]
-async fn chain_getting_shorter_than_the_cursor_is_followed() {
+async fn a_chain_getting_shorter_is_followed_once_as_long_as_ours() {
     let max_depth = 5;
     let chain = chain_with(0, 12);
     let (mut stream, mut replica) = caught_up_stream(&chain, 0, max_depth).await;
@@ -1543,9 +1507,16 @@ async fn chain_getting_shorter_than_the_cursor_is_followed() {
     assert_cursor_is_the_replica(&stream, &replica, max_depth);
     assert_node_is_behind(&replica, &chain);
 
-    // A block of its own in their place: the three are disconnected.
-    chain.pay(ADDRESSES[2], AssetId::Known(Asset::Usdt), 11);
-    chain.mine();
+    // Blocks of its own in their place: waited for while the branch is
+    // shorter than ours, followed once it is as long.
+    for (i, address) in ADDRESSES.iter().enumerate() {
+        if i == 2 {
+            assert!(stream.next_batch(10).await.expect("waits").is_empty());
+            assert_cursor_is_the_replica(&stream, &replica, max_depth);
+        }
+        chain.pay(address, AssetId::Known(Asset::Usdt), 11);
+        chain.mine();
+    }
     let batch = stream.next_batch(10).await.expect("followed");
     let heights: Vec<(bool, u64)> = batch
         .iter()
@@ -1553,7 +1524,14 @@ async fn chain_getting_shorter_than_the_cursor_is_followed() {
         .collect();
     assert_eq!(
         heights,
-        vec![(false, 12), (false, 11), (false, 10), (true, 10)]
+        vec![
+            (false, 12),
+            (false, 11),
+            (false, 10),
+            (true, 10),
+            (true, 11),
+            (true, 12)
+        ]
     );
     for event in &batch {
         replica.apply(event);
@@ -1561,16 +1539,17 @@ async fn chain_getting_shorter_than_the_cursor_is_followed() {
     assert_eq!(replica, chain_view(&chain, 0).await);
     assert!(stream.next_batch(10).await.expect("caught up").is_empty());
 
-    // Two blocks replaced by one that carries their transactions.
+    // Two blocks replaced by one that carries their transactions, then one
+    // more to reach our height.
     chain.reorg_keeping_transactions(2);
-    chain.mine();
+    let carrier = chain.mine();
     assert!(chain.height() < stream.cursor_tip().expect("caught up").height);
-    let errors = catch_up(&chain, &mut stream, &mut replica, || 10).await;
+    let (errors, grown) = converge(&chain, &mut stream, &mut replica, || 10).await;
     assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(grown, 1);
     assert_eq!(replica, chain_view(&chain, 0).await);
-    let top = replica.top().expect("caught up");
     assert_eq!(
-        replica.contents[&top.hash].1.len(),
+        replica.contents[&carrier.hash].1.len(),
         2,
         "the moved payments arrive once"
     );
@@ -1619,23 +1598,22 @@ async fn chain_shrinking_below_a_lagging_cursor_is_followed() {
 
 #[tokio::test]
 async fn small_reorg_after_a_shrinking_reorg_is_followed() {
-    // A reorg of max_depth blocks replaced by a single one, then another
-    // reorg of up to max_depth: each is within max_depth of what the
-    // consumer holds, so both are followed, just as they are after a
-    // restart. (The shrinking reorg leaves the stream remembering fewer than
-    // max_depth + 1 blocks unless it refills its memory from below.)
+    // A reorg of max_depth blocks replaced by a single one (followed once
+    // the branch is as long as ours), then another reorg of up to max_depth:
+    // each is within max_depth of what the consumer holds, so both are
+    // followed, just as they are after a restart.
     let max_depth = 3;
     for second in 1..=max_depth {
         let chain = chain_with(0, 10);
         let (mut stream, mut replica) = caught_up_stream(&chain, 0, max_depth).await;
 
         reorg_and_mine(&chain, max_depth, 1);
-        let errors = catch_up(&chain, &mut stream, &mut replica, || 4).await;
+        let (errors, _) = converge(&chain, &mut stream, &mut replica, || 4).await;
         assert!(errors.is_empty(), "{errors:?}");
         assert_eq!(replica, chain_view(&chain, 0).await);
         assert_cursor_is_the_replica(&stream, &replica, max_depth);
 
-        reorg_and_mine(&chain, second, 2);
+        reorg_and_mine(&chain, second, second);
         let events = drain(&mut stream, &mut replica, 4).await;
         assert_eq!(events.len() - connects(&events), second);
         assert_eq!(
@@ -1644,6 +1622,217 @@ async fn small_reorg_after_a_shrinking_reorg_is_followed() {
             "second reorg {second}"
         );
     }
+}
+
+/// A backend that is behind on a branch it has not left: it serves `ours`
+/// up to the fork, then `stale`, a shorter branch the network orphaned.
+#[derive(Debug)]
+struct StaleBackend {
+    ours: ScriptedSource,
+    stale: ScriptedChain,
+    fork_height: u64,
+}
+
+impl StaleBackend {
+    fn source(&self, height: u64) -> ScriptedSource {
+        if height <= self.fork_height {
+            self.ours.clone()
+        } else {
+            self.stale.unfiltered_source()
+        }
+    }
+}
+
+#[async_trait]
+impl BlockSource for StaleBackend {
+    fn network(&self) -> Network {
+        self.ours.network()
+    }
+
+    async fn tip(&self) -> Result<BlockRef, SourceError> {
+        Ok(self.stale.tip())
+    }
+
+    async fn final_height(&self) -> Result<u64, SourceError> {
+        self.stale.unfiltered_source().final_height().await
+    }
+
+    async fn block(&self, height: u64) -> Result<Option<SourceBlock>, SourceError> {
+        self.source(height).block(height).await
+    }
+}
+
+/// A load balancer over two backends that sends each call to one of them,
+/// as round robin shared with other clients does: by a fixed pseudo-random
+/// sequence, so no call of the stream always meets the same backend.
+#[derive(Debug)]
+struct Alternating<A, B> {
+    first: A,
+    second: B,
+    state: AtomicU64,
+}
+
+impl<A: BlockSource, B: BlockSource> Alternating<A, B> {
+    fn new(first: A, second: B) -> Self {
+        Alternating {
+            first,
+            second,
+            state: AtomicU64::new(0x2545_f491_4f6c_dd1d),
+        }
+    }
+
+    fn to_first(&self) -> bool {
+        let mut x = self.state.load(Ordering::SeqCst);
+        // xorshift64
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.state.store(x, Ordering::SeqCst);
+        x & 1 == 0
+    }
+}
+
+#[async_trait]
+impl<A: BlockSource, B: BlockSource> BlockSource for Alternating<A, B> {
+    fn network(&self) -> Network {
+        self.first.network()
+    }
+
+    async fn tip(&self) -> Result<BlockRef, SourceError> {
+        if self.to_first() {
+            self.first.tip().await
+        } else {
+            self.second.tip().await
+        }
+    }
+
+    async fn final_height(&self) -> Result<u64, SourceError> {
+        if self.to_first() {
+            self.first.final_height().await
+        } else {
+            self.second.final_height().await
+        }
+    }
+
+    async fn block(&self, height: u64) -> Result<Option<SourceBlock>, SourceError> {
+        if self.to_first() {
+            self.first.block(height).await
+        } else {
+            self.second.block(height).await
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_backend_behind_us_on_a_stale_branch_never_disconnects_our_blocks() {
+    // Bitcoin-like: final at 3 confirmations, so blocks 9..=11 of 0..=14 are
+    // final and credited. A backend behind a load balancer (or restored
+    // from a snapshot) still sits on a branch that forked off after block 9
+    // and that the network orphaned: 2 blocks, tip 11, lower than ours.
+    // Following it would disconnect 10..=14, reverse their final credits,
+    // and credit them again when the next answer comes from the good one.
+    let max_depth = 6;
+    let chain = chain_with(0, 14);
+    chain.set_confirmations(3);
+    let (_, mut replica) = caught_up_stream(&chain, 0, max_depth).await;
+    let ours = chain.blocks();
+    let fork_height = 9;
+    let stale = ScriptedChain::continuing(Network::Ethereum, &ours[fork_height as usize], 7);
+    stale.mine();
+    assert_eq!(stale.height(), 11);
+    let backend = || StaleBackend {
+        ours: chain.unfiltered_source(),
+        stale: stale.clone(),
+        fork_height,
+    };
+
+    // The stale backend alone: waited for, at every batch size.
+    let mut stream =
+        CanonicalStream::new(backend(), replica.persisted_cursor(max_depth), 0, max_depth);
+    waits(&mut stream, &replica, max_depth, &stale.tip()).await;
+
+    // A branch as long as ours is a reorg like any other, and followed.
+    let rival = ScriptedChain::continuing(Network::Ethereum, &ours[fork_height as usize], 8);
+    rival.mine_n(4);
+    assert_eq!(rival.tip().height, 14);
+    let mut followed = replica.clone();
+    let mut stream = CanonicalStream::new(
+        StaleBackend {
+            ours: chain.unfiltered_source(),
+            stale: rival.clone(),
+            fork_height,
+        },
+        followed.persisted_cursor(max_depth),
+        0,
+        max_depth,
+    );
+    let events = drain(&mut stream, &mut followed, 10).await;
+    assert_eq!(events.len() - connects(&events), 5);
+    assert_eq!(followed.top(), Some(&rival.tip()));
+
+    // Both behind a balancer that alternates per call, while the good one
+    // mines on: only the good chain's new blocks are connected, and none
+    // is ever disconnected.
+    let mut stream = CanonicalStream::new(
+        Alternating::new(chain.unfiltered_source(), backend()),
+        replica.persisted_cursor(max_depth),
+        0,
+        max_depth,
+    );
+    for round in 0..40 {
+        if round % 5 == 4 {
+            chain.pay(ADDRESSES[round % 3], AssetId::Known(Asset::Usdt), 9);
+            chain.mine();
+        }
+        let batch = match stream.next_batch(1 + round % 3).await {
+            Ok(batch) => batch,
+            Err(e) => {
+                assert!(e.is_transient(), "round {round}: {e}");
+                continue;
+            }
+        };
+        for event in &batch {
+            assert!(
+                matches!(event, ChainEvent::Connected { .. }),
+                "round {round}: the stale backend made the stream disconnect {}",
+                event.block()
+            );
+            replica.apply(event);
+        }
+        assert_eq!(stream.cursor_tip(), replica.top());
+    }
+    // The final height never names a block of the stale branch.
+    for _ in 0..4 {
+        if let Ok(Some(height)) = stream.confirmed_final_height().await {
+            assert!(replica.blocks.iter().any(|b| b.height == height));
+        }
+    }
+    drain_alternating(&mut stream, &mut replica, &chain.tip()).await;
+    assert_eq!(replica, chain_view(&chain, 0).await);
+}
+
+/// Polls until the cursor is at `tip`, applying every event (connects
+/// only); transient errors are retried.
+async fn drain_alternating<S: BlockSource>(
+    stream: &mut CanonicalStream<S>,
+    replica: &mut Replica,
+    tip: &BlockRef,
+) {
+    for _ in 0..MAX_POLLS {
+        if stream.cursor_tip() == Some(tip) {
+            return;
+        }
+        match stream.next_batch(4).await {
+            Ok(batch) => {
+                for event in &batch {
+                    assert!(matches!(event, ChainEvent::Connected { .. }), "{event:?}");
+                    replica.apply(event);
+                }
+            }
+            Err(e) => assert!(e.is_transient(), "{e}"),
+        }
+    }
+    panic!("the stream did not reach {tip} within {MAX_POLLS} polls");
 }
 
 // ---------------------------------------------------------------------------
@@ -1782,15 +1971,10 @@ async fn restart_follows_a_reorg_that_happened_while_down() {
                 .await;
                 let case =
                     format!("depth {depth}, replacement {replacement}, keep {keep_transactions}");
-                let mut errors = catch_up(&chain, &mut stream, &mut replica, || 2).await;
-                if replacement == 0 {
-                    // Only truncated while down: the restarted stream waits
-                    // for the node, then follows it once it grows a block.
-                    assert_node_is_behind(&replica, &chain);
-                    assert_cursor_is_the_replica(&stream, &replica, max_depth);
-                    chain.mine();
-                    errors.extend(catch_up(&chain, &mut stream, &mut replica, || 2).await);
-                }
+                // Shorter while down: the restarted stream waits for the
+                // node, then follows it once it is as long as ours.
+                let (errors, grown) = converge(&chain, &mut stream, &mut replica, || 2).await;
+                assert_eq!(grown, depth.saturating_sub(replacement), "{case}");
                 assert!(errors.is_empty(), "{case}: {errors:?}");
                 assert_eq!(replica, chain_view(&chain, 0).await, "{case}");
             }

@@ -71,14 +71,25 @@ pub fn translate_answers(
             SourceError::Transient(format!("eth_getLogs gave {why}, and its receipts {detail}"))
         })?;
     }
-    let traces = match given.traces {
-        Some(text) => Some(decode::<Vec<TxTrace>>("debug_traceBlockByHash", text)?),
-        None => None,
+    // As the source does: traces that cannot be the block's are no traces.
+    let (traces, untraced) = match given.traces {
+        Some(text) => {
+            let txs: Vec<_> = block.transactions.iter().map(|t| t.hash).collect();
+            match crate::untraced::fits(
+                &txs,
+                decode::<Vec<TxTrace>>("debug_traceBlockByHash", text)?,
+            ) {
+                Ok(t) => (Some(t), None),
+                Err(why) => (None, Some(why)),
+            }
+        }
+        None => (None, None),
     };
     let mut f = Fetched {
         block,
         logs,
         traces,
+        untraced,
         succeeded,
     };
     let missing: Vec<_> = paying_transactions(&answers(&f), watch)

@@ -3,6 +3,7 @@
 //! addresses. It has no reorg logic; the core's canonical stream decides.
 
 mod address;
+mod balance;
 mod batch_size;
 mod derive;
 
@@ -20,7 +21,9 @@ mod rpc;
 mod scan;
 mod source;
 mod tip_cache;
+mod traces;
 pub mod types;
+mod untraced;
 
 pub use extract::{extract, ExtractError, ExtractReport, FoundPayment};
 pub use rpc::CallError;
@@ -29,3 +32,4 @@ pub use scan::{
     TRANSFER_TOPIC,
 };
 pub use source::{EvmConfig, EvmSetupError, EvmSource, Finality};
+pub use untraced::{GivenUp, TraceBacklog};

@@ -160,7 +160,7 @@ pub(crate) fn classify_error(e: TransportError) -> CallError {
             let message = payload.message.to_string();
             if payload.code == 429 || names_a_rate_limit(&message) {
                 CallError::RateLimited(message)
-            } else if payload.code == -32002 || message.to_ascii_lowercase().contains("timed out") {
+            } else if payload.code == -32002 || names_a_timeout(&message) {
                 CallError::TimedOut(message)
             } else if payload.code == -32005 || names_a_size_limit(&message) {
                 CallError::TooLarge(message)
@@ -201,6 +201,23 @@ pub(crate) fn classify_error(e: TransportError) -> CallError {
         }
         other => CallError::Transport(other.to_string()),
     }
+}
+
+/// Each client says it ran out of time in its own words: geth and erigon
+/// stop the tracer with "execution timeout", reth's timeout inspector says
+/// "timeout during evm execution", nethermind cancels the request with
+/// "Request was canceled due to enabled timeout." (-32016), and geth's
+/// server "request timed out" (-32002).
+pub(crate) fn names_a_timeout(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    [
+        "timed out",
+        "execution timeout",
+        "timeout during evm execution",
+        "due to enabled timeout",
+    ]
+    .iter()
+    .any(|w| m.contains(w))
 }
 
 /// Throttling, told apart from size refusals that use the same codes:
@@ -301,5 +318,35 @@ mod tests {
             assert!(names_a_size_limit(m), "{m}");
         }
         assert!(!names_a_size_limit("execution reverted"));
+    }
+
+    #[test]
+    fn each_clients_trace_timeout_is_a_timeout() {
+        let error = |code: i64, message: &str| {
+            let payload = alloy_json_rpc::ErrorPayload {
+                code,
+                message: message.to_owned().into(),
+                data: None,
+            };
+            classify_error(alloy_json_rpc::RpcError::ErrorResp(payload))
+        };
+        for (code, message) in [
+            // geth and erigon: the tracer stopped at its timeout
+            (-32000, "execution timeout"),
+            // reth (revm-inspectors' timeout inspector)
+            (-32000, "timeout during evm execution"),
+            // nethermind: the request's own deadline
+            (-32016, "Request was canceled due to enabled timeout."),
+        ] {
+            assert!(
+                matches!(error(code, message), CallError::TimedOut(_)),
+                "{message}: {:?}",
+                error(code, message)
+            );
+        }
+        assert!(matches!(
+            error(-32000, "execution reverted"),
+            CallError::Node { .. }
+        ));
     }
 }

@@ -19,7 +19,9 @@ pub const TRANSFER_TOPIC: B256 =
 /// Transfers of ETH get indexes from here up, token transfers (a log's
 /// position among its transaction's Transfer logs) stay below: a
 /// transaction can both pay ETH and emit logs, and each needs its own key.
-/// The top-level value is `NATIVE_INDEX`, internal calls follow in trace order.
+/// The top-level value is `NATIVE_INDEX`; ETH moved by contracts follows,
+/// numbered by its place among the frames that move value (value above
+/// zero, precompiles left out), so every client gives the same payment the same key.
 pub const NATIVE_INDEX: u32 = 1 << 31;
 
 /// How a watch set keys Ethereum addresses: the 20 raw bytes, so logs and
@@ -203,9 +205,12 @@ fn native_transfers(
         }
         let pays_watched = pays_watched(tx, watch);
         let trace = block.traces.map(|t| &t[i]);
-        let internal = match trace {
-            Some(trace) => internal_payments(tx.hash, trace, watch)?,
-            None => Vec::new(),
+        // A transaction the node could not trace still pays by its value;
+        // what its contracts sent is the source's to look for again.
+        let internal = match trace.map(|t| internal_payments(tx.hash, t, watch)) {
+            Some(Ok(found)) => found,
+            Some(Err(ScanError::TraceFailed { .. })) | None => Vec::new(),
+            Some(Err(e)) => return Err(e),
         };
         if !pays_watched && internal.is_empty() {
             continue;
@@ -225,6 +230,7 @@ fn native_transfers(
                 from: Some(storage_form(&tx.from)),
                 amount: amount(&tx.value, &txid),
                 success,
+                matures_at: None,
             });
         }
         for p in internal {
@@ -237,10 +243,27 @@ fn native_transfers(
                 from: Some(storage_form(&p.from)),
                 amount: amount(&p.value, &txid),
                 success: success && p.succeeded,
+                matures_at: None,
             });
         }
     }
     Ok(())
+}
+
+/// Whether the trace of `tx` shows ETH sent by a contract to a watched
+/// address; false when the trace failed.
+pub(crate) fn pays_internally(tx: B256, trace: &TxTrace, watch: &WatchRead<'_>) -> bool {
+    internal_payments(tx, trace, watch).is_ok_and(|p| !p.is_empty())
+}
+
+/// Why the node gave no trace of a transaction: its entry carries an error
+/// (geth's "execution timeout") or no result.
+pub(crate) fn trace_failure(trace: &TxTrace) -> Option<String> {
+    match (&trace.result, &trace.error) {
+        (Some(_), None) => None,
+        (_, Some(why)) => Some(why.clone()),
+        (None, None) => Some("no result".to_owned()),
+    }
 }
 
 struct InternalPayment {
@@ -288,13 +311,10 @@ fn walk(
     out: &mut Vec<InternalPayment>,
 ) {
     for frame in frames {
-        *ordinal += 1;
         let ok = parent_ok && frame.error.is_none();
-        // DELEGATECALL and STATICCALL carry the caller's value for show; only
-        // a CALL (or a self-destruct's payout) moves ETH to its target.
-        let moves_value = matches!(frame.kind.as_str(), "CALL" | "SELFDESTRUCT");
-        if let (true, Some(to), Some(value)) = (moves_value, frame.to, frame.value) {
-            if !value.is_zero() && watch.contains_key(to.as_slice()) {
+        if let Some((to, value)) = moves_value(frame) {
+            *ordinal += 1;
+            if watch.contains_key(to.as_slice()) {
                 out.push(InternalPayment {
                     ordinal: *ordinal,
                     from: frame.from,
@@ -306,6 +326,27 @@ fn walk(
         }
         walk(&frame.calls, ok, ordinal, watch, out);
     }
+}
+
+/// The target and amount of a frame that moves ETH. DELEGATECALL and
+/// STATICCALL carry the caller's value for show (clients differ in showing
+/// it); only a CALL (or a self-destruct's payout) moves ETH to its target.
+/// Calls to precompiles are left out: clients differ in listing them, and
+/// counting them would give one payment a different key on each client.
+fn moves_value(frame: &CallFrame) -> Option<(Address, U256)> {
+    if !matches!(frame.kind.as_str(), "CALL" | "SELFDESTRUCT") {
+        return None;
+    }
+    let (to, value) = (frame.to?, frame.value?);
+    (!value.is_zero() && !is_precompile(&to)).then_some((to, value))
+}
+
+/// Precompiles live at the lowest addresses: 0x01 to 0x11 and 0x100 so
+/// far. 0x01 to 0x1f and 0x100 to 0x1ff are taken, so that the next few
+/// are too. No key-derived address falls there.
+fn is_precompile(address: &Address) -> bool {
+    let (high, low) = address.as_slice().split_at(18);
+    high.iter().all(|b| *b == 0) && matches!((low[0], low[1]), (0, 0x01..=0x1f) | (1, _))
 }
 
 fn token_transfer(
@@ -366,6 +407,7 @@ fn token_transfer(
         to: storage_form(&to),
         from: topic_address(&log.topics[1]).map(|a| storage_form(&a)),
         success: true,
+        matures_at: None,
     }))
 }
 
@@ -391,5 +433,101 @@ fn amount(value: &U256, txid: &str) -> Amount {
             warn!(%txid, %value, "transfer amount above 2^128 stored as 2^128-1");
             Amount(u128::MAX)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use paywatch_core::WatchSet;
+    use serde_json::json;
+
+    const PAYEE: &str = "0x00000000000000000000000000000000000000aa";
+    const TX: B256 = b256!("1111111111111111111111111111111111111111111111111111111111111111");
+    const BLOCK: B256 = b256!("2222222222222222222222222222222222222222222222222222222222222222");
+
+    fn frame(
+        kind: &str,
+        to: &str,
+        value: &str,
+        calls: Vec<serde_json::Value>,
+    ) -> serde_json::Value {
+        json!({ "type": kind, "from": "0x00000000000000000000000000000000000000c0",
+                "to": to, "value": value, "calls": calls })
+    }
+
+    /// The index of the one internal payment to [`PAYEE`] in `calls`.
+    fn internal_index(calls: Vec<serde_json::Value>) -> u32 {
+        let watch = WatchSet::new(Network::Ethereum).keyed(watch_key());
+        watch.extend([PAYEE]);
+        let contract = "0x00000000000000000000000000000000000000c0";
+        let trace: TxTrace = serde_json::from_value(json!({
+            "txHash": TX,
+            "result": frame("CALL", contract, "0x0", calls),
+        }))
+        .unwrap();
+        let tx: RpcTransaction = serde_json::from_value(json!({
+            "hash": TX, "from": "0x00000000000000000000000000000000000000b0",
+            "to": contract, "value": "0x0", "blockHash": BLOCK,
+        }))
+        .unwrap();
+        let succeeded = HashMap::from([(TX, true)]);
+        let txs = [tx];
+        let traces = [trace];
+        let answers = BlockAnswers {
+            hash: BLOCK,
+            transactions: Some(&txs),
+            logs: &[],
+            succeeded: &succeeded,
+            traces: Some(&traces),
+        };
+        let found = scan(&answers, &Tokens::default(), &watch.read()).unwrap();
+        assert_eq!(found.len(), 1, "{found:?}");
+        found[0].index
+    }
+
+    #[test]
+    fn an_internal_payment_keeps_its_index_whether_precompile_calls_are_listed_or_not() {
+        let pay = || frame("CALL", PAYEE, "0x1388", vec![]);
+        let ecrecover = || {
+            frame(
+                "STATICCALL",
+                "0x0000000000000000000000000000000000000001",
+                "0x0",
+                vec![],
+            )
+        };
+        let sha256_paid = || {
+            frame(
+                "CALL",
+                "0x0000000000000000000000000000000000000002",
+                "0x1",
+                vec![],
+            )
+        };
+        // geth lists precompile calls; other clients leave them out.
+        let geth = internal_index(vec![ecrecover(), sha256_paid(), pay()]);
+        let reth = internal_index(vec![pay()]);
+        assert_eq!(geth, reth);
+        assert_eq!(geth, NATIVE_INDEX + 1);
+    }
+
+    #[test]
+    fn frames_that_move_no_value_do_not_shift_an_internal_payment_index() {
+        let token = "0x00000000000000000000000000000000000000d0";
+        let other = "0x00000000000000000000000000000000000000e0";
+        let index = internal_index(vec![
+            frame(
+                "DELEGATECALL",
+                token,
+                "0x1388",
+                vec![frame("STATICCALL", token, "0x0", vec![])],
+            ),
+            frame("CALL", token, "0x0", vec![]),
+            frame("CALL", other, "0x7", vec![]),
+            frame("CALL", PAYEE, "0x1388", vec![]),
+        ]);
+        // Only the paid call to `other` comes before it.
+        assert_eq!(index, NATIVE_INDEX + 2);
     }
 }

@@ -24,6 +24,7 @@ use crate::rpc::{CallError, Rpc};
 use crate::scan::{paying_transactions, scan, BlockAnswers, Tokens, TRANSFER_TOPIC};
 use crate::tip_cache::TipCache;
 use crate::types::{RpcBlock, RpcHeader, RpcLog, RpcReceipt, TxTrace};
+use crate::untraced::{TraceBacklog, Untraced};
 
 /// When a block counts as final.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +60,13 @@ pub struct EvmConfig {
     /// traces go in smaller batches of their own; fewer after a node
     /// refuses or cannot serve them in time.
     pub traces_per_request: usize,
+    /// The tracer's timeout per transaction, sent with every trace call
+    /// (geth's own is 5 s). At most three quarters of `request_timeout` is
+    /// sent, so the node's answer comes before the request gives up.
+    pub trace_timeout: Duration,
+    /// How long a block's missing traces are asked for again before the
+    /// block goes to the operator (`eth_traces_unavailable`).
+    pub trace_retry_for: Duration,
 }
 
 impl Default for EvmConfig {
@@ -75,6 +83,8 @@ impl Default for EvmConfig {
             request_timeout: Duration::from_secs(30),
             requests_per_second: 0,
             traces_per_request: 8,
+            trace_timeout: Duration::from_secs(20),
+            trace_retry_for: Duration::from_secs(3600),
         }
     }
 }
@@ -85,6 +95,8 @@ pub(crate) struct Fetched {
     pub(crate) block: RpcBlock,
     pub(crate) logs: Vec<RpcLog>,
     pub(crate) traces: Option<Vec<TxTrace>>,
+    /// With traces on, why the node gave none for the block.
+    pub(crate) untraced: Option<String>,
     pub(crate) succeeded: HashMap<B256, bool>,
 }
 
@@ -109,19 +121,29 @@ pub struct EvmSource {
     chain_checked: AtomicBool,
     heads: Option<HeadTrigger>,
     seen: TipCache,
+    untraced: Untraced,
+}
+
+impl Drop for EvmSource {
+    fn drop(&mut self) {
+        self.untraced.abandon(
+            "the watcher stopped (or lost its lease) while waiting for these traces; \
+             no one asks for them again",
+        );
+    }
 }
 
 #[derive(Debug)]
-struct Shared {
-    rpc: Rpc,
-    cfg: EvmConfig,
+pub(crate) struct Shared {
+    pub(crate) rpc: Rpc,
+    pub(crate) cfg: EvmConfig,
     watch: Arc<WatchSet>,
     /// The node's height as last seen; read-ahead never passes it.
     known_tip: AtomicU64,
     /// Blocks per batch now: halved when the node refuses, grown back after.
     batch_size: BatchSize,
     /// Traces per batch now, likewise.
-    trace_batch: BatchSize,
+    pub(crate) trace_batch: BatchSize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -142,6 +164,7 @@ impl EvmSource {
             None => None,
         };
         let reads = ReadAhead::new(cfg.batches_in_flight);
+        let untraced = Untraced::new(cfg.trace_retry_for);
         Ok(EvmSource {
             shared: Arc::new(Shared {
                 batch_size: BatchSize::new(cfg.blocks_per_request),
@@ -155,7 +178,71 @@ impl EvmSource {
             chain_checked: AtomicBool::new(false),
             heads,
             seen: TipCache::default(),
+            untraced,
         })
+    }
+
+    /// The blocks read without some of their traces: waiting for them, and
+    /// given up on (each an `eth_traces_unavailable` alert).
+    pub fn trace_backlog(&self) -> TraceBacklog {
+        self.untraced.backlog()
+    }
+
+    /// Asks again for the traces of blocks handed out without them, a few
+    /// per step. Never fails the step: what is not got now is asked later.
+    async fn retry_traces(&self) {
+        for due in self.untraced.due() {
+            match self.header(json!(U64::from(due.height))).await {
+                Ok(Some(h)) if h.hash == due.hash => {}
+                Ok(_) => {
+                    self.untraced.left_chain(&due);
+                    continue;
+                }
+                Err(_) => return, // the node is away; next step
+            }
+            let answer = crate::traces::trace_block(&self.shared, due.hash, &due.txs).await;
+            self.untraced
+                .retried(&due, answer, &self.shared.watch.read());
+        }
+    }
+
+    /// Traces got on a retry fill in what the block's own answer lacked;
+    /// what is still missing is noted to be asked again.
+    fn with_recovered_traces(&self, f: &mut Fetched) {
+        if !self.shared.cfg.traces {
+            return;
+        }
+        if let Some(recovered) = self.untraced.take_recovered(&f.block.hash) {
+            match &mut f.traces {
+                Some(traces) => crate::untraced::merge_into(traces, recovered),
+                None => f.traces = Some(recovered),
+            }
+            f.untraced = None;
+        }
+    }
+
+    fn note_untraced(&self, f: &Fetched) {
+        if !self.shared.cfg.traces || f.block.transactions.is_empty() {
+            return;
+        }
+        let txs: Vec<B256> = f.block.transactions.iter().map(|t| t.hash).collect();
+        let (untraced, why): (Vec<usize>, String) = match (&f.traces, &f.untraced) {
+            (Some(traces), _) => {
+                let failed: Vec<(usize, String)> = traces
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, t)| crate::scan::trace_failure(t).map(|w| (i, w)))
+                    .collect();
+                let why = failed.first().map(|(_, w)| w.clone()).unwrap_or_default();
+                (failed.into_iter().map(|(i, _)| i).collect(), why)
+            }
+            (None, why) => (
+                (0..txs.len()).collect(),
+                why.clone().unwrap_or_else(|| "no traces".into()),
+            ),
+        };
+        self.untraced
+            .note(f.block.number.to::<u64>(), f.block.hash, txs, untraced, why);
     }
 
     /// A node on another chain would mark nothing paid, or worse.
@@ -311,6 +398,13 @@ impl FetchRange<Fetched> for Arc<Shared> {
 }
 
 impl Shared {
+    /// The tracer timeout sent: the configured one, but short enough that a
+    /// trace that runs out of time is still answered within the request.
+    pub(crate) fn tracer_timeout(&self) -> Duration {
+        let within = self.cfg.request_timeout.saturating_mul(3) / 4;
+        self.cfg.trace_timeout.min(within)
+    }
+
     fn transient(&self, method: &str, e: CallError) -> SourceError {
         SourceError::Transient(format!("{method} at {}: {e}", self.rpc.host()))
     }
@@ -390,7 +484,7 @@ async fn fetch_range(
 /// error to the watcher (whose backoff then shows it `degraded`).
 const RATE_LIMIT_RETRIES: u32 = 5;
 
-enum Refusal {
+pub(crate) enum Refusal {
     TooLarge(String),
     TimedOut(String),
     RateLimited(String),
@@ -398,7 +492,7 @@ enum Refusal {
 }
 
 impl Shared {
-    fn refusal(&self, method: &str, e: CallError) -> Refusal {
+    pub(crate) fn refusal(&self, method: &str, e: CallError) -> Refusal {
         match e {
             CallError::TooLarge(why) => Refusal::TooLarge(why),
             CallError::TimedOut(why) => Refusal::TimedOut(why),
@@ -497,8 +591,8 @@ async fn fetch_batch(shared: &Shared, from: u64, count: usize) -> Result<Vec<Fet
     if let Some(why) = crate::rpc::size_refusal(errors) {
         return Err(Refusal::TooLarge(why));
     }
-    let trace_answers = if shared.cfg.traces {
-        fetch_traces(shared, &blocks)
+    let trace_answers: Vec<Option<crate::traces::BlockTraces>> = if shared.cfg.traces {
+        crate::traces::fetch_traces(shared, &blocks)
             .await?
             .into_iter()
             .map(Some)
@@ -523,77 +617,20 @@ async fn fetch_batch(shared: &Shared, from: u64, count: usize) -> Result<Vec<Fet
             debug!(block = %block.hash, %why, "eth_getLogs answer refused; reading the block's receipts");
             logs = transfer_logs_from_receipts(shared, &block, &why).await?;
         }
+        let (traces, untraced) = match traces {
+            Some(Ok(t)) => (Some(t), None),
+            Some(Err(why)) => (None, Some(why)),
+            None => (None, None),
+        };
         out.push(Fetched {
             succeeded: succeeded.remove(&block.hash).unwrap_or_default(),
             block,
             logs,
             traces,
+            untraced,
         });
     }
     Ok(out)
-}
-
-/// The call traces of `blocks` (none for a block without transactions), in
-/// batches of their own of at most `trace_batch` calls: halved while the
-/// node refuses or cannot serve them in time, grown back after. One trace
-/// the node cannot serve is the caller's refusal, which then asks for
-/// fewer blocks.
-async fn fetch_traces(shared: &Shared, blocks: &[RpcBlock]) -> Result<Vec<Vec<TxTrace>>, Refusal> {
-    let mut out = vec![Vec::new(); blocks.len()];
-    let wanted: Vec<usize> = (0..blocks.len())
-        .filter(|&i| !blocks[i].transactions.is_empty())
-        .collect();
-    let mut at = 0;
-    while at < wanted.len() {
-        let size = shared.trace_batch.get().min(wanted.len() - at);
-        let chunk = &wanted[at..at + size];
-        match trace_batch(shared, blocks, chunk).await {
-            Ok(traces) => {
-                for (&i, t) in chunk.iter().zip(traces) {
-                    out[i] = t;
-                }
-                at += size;
-                shared.trace_batch.accepted(size);
-            }
-            Err(Refusal::TooLarge(why) | Refusal::TimedOut(why)) if size > 1 => {
-                let fewer = shared.trace_batch.refused(size);
-                debug!(%why, traces = fewer, "node refused or could not serve the traces; asking for fewer");
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(out)
-}
-
-/// One batched request of `debug_traceBlockByHash` for `blocks[chunk]`.
-async fn trace_batch(
-    shared: &Shared,
-    blocks: &[RpcBlock],
-    chunk: &[usize],
-) -> Result<Vec<Vec<TxTrace>>, Refusal> {
-    const METHOD: &str = "debug_traceBlockByHash";
-    let mut batch = shared.rpc.new_batch();
-    let mut waiters = Vec::with_capacity(chunk.len());
-    for &i in chunk {
-        let params = (blocks[i].hash, json!({ "tracer": "callTracer" }));
-        waiters.push(
-            batch
-                .add::<_, Vec<TxTrace>>(METHOD, &params)
-                .map_err(|e| shared.refusal(METHOD, e))?,
-        );
-    }
-    batch.send().await.map_err(|e| shared.refusal(METHOD, e))?;
-    let mut answers = Vec::with_capacity(waiters.len());
-    for w in waiters {
-        answers.push(w.await.map_err(crate::rpc::classify_error));
-    }
-    if let Some(why) = crate::rpc::size_refusal(answers.iter().filter_map(|a| a.as_ref().err())) {
-        return Err(Refusal::TooLarge(why));
-    }
-    answers
-        .into_iter()
-        .map(|a| a.map_err(|e| shared.refusal(METHOD, e)))
-        .collect()
 }
 
 /// Why an `eth_getLogs` answer cannot be the block's Transfer logs, by what
@@ -679,6 +716,34 @@ impl BlockSource for EvmSource {
         Network::Ethereum
     }
 
+    fn unread_blocks(&self) -> Option<paywatch_core::UnreadBlocks> {
+        let backlog = self.untraced.backlog();
+        self.shared
+            .cfg
+            .traces
+            .then_some(paywatch_core::UnreadBlocks {
+                waiting: backlog.waiting,
+                given_up: backlog.given_up,
+                lowest: backlog.lowest,
+            })
+    }
+
+    fn balance_backstop(&self) -> Option<paywatch_core::BalanceReads> {
+        let backlog = self.untraced.backlog();
+        crate::balance::backstop_needed(self.shared.cfg.traces, backlog.waiting, backlog.given_up)
+            .then_some(paywatch_core::BalanceReads::AtHeight)
+    }
+
+    async fn native_balances(
+        &self,
+        addresses: &[String],
+        at_height: u64,
+    ) -> Result<Option<Vec<paywatch_core::NativeBalance>>, SourceError> {
+        crate::balance::native_balances(&self.shared.rpc, addresses, at_height)
+            .await
+            .map(Some)
+    }
+
     async fn tip(&self) -> Result<BlockRef, SourceError> {
         self.check_chain().await?;
         if let Some(heads) = &self.heads {
@@ -691,6 +756,7 @@ impl BlockSource for EvmSource {
             .await
             .map_err(|e| self.shared.transient("eth_blockNumber", e))?;
         if let Some(same) = self.seen.tip_at(number.to::<u64>()) {
+            self.retry_traces().await;
             return Ok(same);
         }
         let tip = self.header(json!("latest")).await?.ok_or_else(|| {
@@ -709,8 +775,10 @@ impl BlockSource for EvmSource {
                 ahead.reads.clear();
             }
         }
+        drop(ahead);
         let tip = block_ref(tip.number, tip.hash, tip.parent_hash);
         self.seen.set_tip(&tip);
+        self.retry_traces().await;
         Ok(tip)
     }
 
@@ -751,10 +819,14 @@ impl BlockSource for EvmSource {
         let Some(mut f) = self.fetched(height).await? else {
             return Ok(None);
         };
+        self.with_recovered_traces(&mut f);
         let done = match self.complete(&mut f).await {
             Ok(()) => self.translate(&f),
             Err(e) => Err(e),
         };
+        if done.is_ok() {
+            self.note_untraced(&f);
+        }
         if let Err(e) = &done {
             warn!(error = %e, height, "unusable answer; nothing from it is recorded");
             // Nothing read ahead after a bad answer is trusted either.
@@ -781,5 +853,15 @@ impl BlockSource for EvmSource {
 
     fn head_signal(&self) -> Option<Arc<Notify>> {
         self.heads.as_ref().map(HeadTrigger::signal)
+    }
+
+    /// A block handed out without some traces, whose traces since show ETH
+    /// sent by a contract to a watched address.
+    fn missed_from(&self) -> Option<u64> {
+        self.untraced.missed_from()
+    }
+
+    fn missed_queued(&self, from: u64) {
+        self.untraced.missed_queued(from)
     }
 }

@@ -9,7 +9,8 @@ use serde_json::Value;
 use solana_transaction_status_client_types::EncodedConfirmedTransactionWithStatusMeta;
 
 use crate::address::{parse_address, watch_key, AddressError};
-use crate::scan::{parse_block, scan_block, scan_transaction, ScanError};
+use crate::failure::make_result_readable;
+use crate::scan::{failed, parse_block, scan_block, scan_transaction, ScanError};
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -75,15 +76,12 @@ pub fn extract(
             serde_json::from_slice(raw).map_err(|e| fail(format!("not JSON: {e}")))?;
         let result = unwrap_envelope(json).map_err(fail)?;
         let (slot, blockhash, found) = if is_transaction(&result) {
+            let mut result = result;
+            make_result_readable(&mut result);
             let tx: EncodedConfirmedTransactionWithStatusMeta = serde_json::from_value(result)
                 .map_err(|e| fail(format!("not a getTransaction answer: {e}")))?;
             let found = scan_transaction(&tx.transaction, &set).map_err(refused)?;
-            if tx
-                .transaction
-                .meta
-                .as_ref()
-                .is_some_and(|m| m.err.is_some())
-            {
+            if tx.transaction.meta.as_ref().is_some_and(failed) {
                 // The scan has read the signature already; it is there.
                 report.failed_transactions.extend(first_signature(&tx));
             }

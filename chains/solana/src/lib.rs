@@ -6,6 +6,8 @@
 mod address;
 mod answer;
 mod extract;
+mod failure;
+mod gap;
 mod scan;
 mod signature;
 mod source;
@@ -13,6 +15,7 @@ mod source;
 pub use address::{encode_address, parse_address, watch_key, AddressError, KEY_LEN};
 pub use answer::{decode_get_block, AnswerError};
 pub use extract::{extract, ExtractError, ExtractReport, FoundPayment};
+pub use gap::GapConfirmation;
 pub use scan::{block_ref, parse_block, scan_block, scan_transaction, ScanError, TOKEN_INDEX};
 pub use signature::{parse_signature, SignatureError, SIGNATURE_LEN};
 pub use source::{

@@ -90,12 +90,15 @@ pub enum ScanError {
 
 /// Reads a `getBlock` result (not its JSON-RPC envelope), naming a missing
 /// `blockhash` or `previousBlockhash` rather than leaving it to serde.
-pub fn parse_block(json: Value) -> Result<UiConfirmedBlock, ScanError> {
+/// A transaction that failed in a way this build does not know reads as
+/// failed, as the watcher reads it.
+pub fn parse_block(mut json: Value) -> Result<UiConfirmedBlock, ScanError> {
     for field in ["blockhash", "previousBlockhash", "parentSlot"] {
         if json.get(field).is_none_or(Value::is_null) {
             return Err(ScanError::MissingBlockField { field });
         }
     }
+    crate::failure::make_result_readable(&mut json);
     serde_json::from_value(json).map_err(|e| ScanError::Malformed { why: e.to_string() })
 }
 
@@ -293,7 +296,7 @@ fn scan_in_block(
     }
     // A failed transaction still pays its fee and may advance a nonce, but
     // moves nothing else: its balance changes are no payment to anyone.
-    if meta.err.is_some() {
+    if failed(meta) {
         return Ok(Vec::new());
     }
     let watched = |index: usize, key: Key<'_>| -> Result<bool, ScanError> {
@@ -333,10 +336,17 @@ fn scan_in_block(
             from: fee_payer.clone(),
             amount: Amount(u128::from(gain)),
             success: true,
+            matures_at: None,
         });
     }
     found.extend(token_transfers(&txid, keys.len(), meta, watch)?);
     Ok(found)
+}
+
+/// `err` says whether a transaction failed; the deprecated `status` repeats
+/// it, and either saying so is enough: a failure is never read as success.
+pub(crate) fn failed(meta: &UiTransactionStatusMeta) -> bool {
+    meta.err.is_some() || meta.status.is_err()
 }
 
 /// A token account's balance as a meta lists it.
@@ -438,18 +448,32 @@ fn token_transfers(
         }
         found.push(Transfer {
             network: Network::Solana,
-            asset: AssetId::Token {
-                contract: after.mint.to_owned(),
-            },
+            asset: asset_of_mint(after.mint),
             txid: txid.to_owned(),
             index: TOKEN_INDEX | u32::from(index),
             to: owner.to_owned(),
             from: sender(after.mint, &pre, &post),
             amount: Amount(gain),
             success: true,
+            matures_at: None,
         });
     }
     Ok(found)
+}
+
+/// No method on Solana is a token: a mint is another method's asset when
+/// it is that asset's issuer's (real USDT or USDC sent by mistake, for a
+/// person), else a token recorded by its mint that moves nothing.
+fn asset_of_mint(mint: &str) -> AssetId {
+    paywatch_core::recognised_tokens(Network::Solana)
+        .iter()
+        .find(|(_, m)| *m == mint)
+        .map_or_else(
+            || AssetId::Token {
+                contract: mint.to_owned(),
+            },
+            |(asset, _)| AssetId::Known(*asset),
+        )
 }
 
 /// The owner of the one token account of `mint` whose balance fell, when

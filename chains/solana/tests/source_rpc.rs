@@ -19,7 +19,6 @@ use tokio::time::Instant;
 
 const SOL_FIXTURE: &str = include_str!("fixtures/gemwallet_transfer_sol_with_compute.json");
 const USDC_FIXTURE: &str = include_str!("fixtures/gemwallet_usdc_transfer.json");
-const USDC_MINT: &str = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v";
 const USDC_OWNER: &str = "3UJQqKq8Xyx4aVRmHgEwpQZiW7toYRQCTy6Bgp1RdKnK";
 const GENESIS: &str = "5eykt4UsFv8P8NJdTREpY1vzqKqZKvdpKuc147dw2N9d";
 
@@ -89,6 +88,12 @@ struct Node {
     finalized: AtomicU64,
     /// Requests answered 429 from the `throttle_at`-th on, for a second.
     throttle_at: Option<usize>,
+    /// `getBlock` of the newest slot answers agave's -32014 "not yet", as
+    /// a provider whose getBlock backend trails its getSlot backend.
+    newest_not_yet: bool,
+    /// A backend restored from a snapshot starting at this slot answers
+    /// the next this many `getBlock` calls below it: agave's -32001.
+    cleaned_up: Mutex<Option<(u64, u64)>>,
     log: Mutex<Log>,
 }
 
@@ -149,12 +154,40 @@ impl Node {
                     .collect();
                 Ok(json!(slots))
             }
+            "getBlocks" => {
+                let (from, to) = (params[0].as_u64().unwrap(), params[1].as_u64().unwrap());
+                let tip = tip_for(commitment(2));
+                let slots: Vec<u64> = self
+                    .blocks
+                    .range(from..=to.min(tip).max(from))
+                    .filter(|(s, _)| **s <= tip.min(to))
+                    .map(|(s, _)| *s)
+                    .collect();
+                Ok(json!(slots))
+            }
             "getBlock" => {
                 let slot = params[0].as_u64().unwrap();
                 let opts = &params[1];
                 assert_eq!(opts["rewards"], json!(false));
                 assert_eq!(opts["maxSupportedTransactionVersion"], json!(0));
-                if slot > tip_for(commitment(1)) {
+                let restored = {
+                    let mut c = self.cleaned_up.lock().unwrap();
+                    match c.as_mut() {
+                        Some((first, left)) if slot < *first && *left > 0 => {
+                            *left -= 1;
+                            Some(*first)
+                        }
+                        _ => None,
+                    }
+                };
+                if let Some(first) = restored {
+                    Err(json!({"code": -32001, "message": format!(
+                        "Block {slot} cleaned up, does not exist on node. First available block: {first}"
+                    )}))
+                } else if self.newest_not_yet && slot == tip_for(commitment(1)) {
+                    Err(json!({"code": -32014,
+                        "message": format!("Block status not yet available for slot {slot}")}))
+                } else if slot > tip_for(commitment(1)) {
                     Err(
                         json!({"code": -32004, "message": format!("Block not available for slot {slot}")}),
                     )
@@ -258,6 +291,7 @@ fn config(url: String) -> SolanaConfig {
         blocks_per_request: 3,
         batches_in_flight: 2,
         request_timeout: Duration::from_secs(5),
+        ..SolanaConfig::default()
     }
 }
 
@@ -352,9 +386,8 @@ async fn the_stream_walks_skipped_slots_and_waits_out_a_429() {
             ),
             (
                 104,
-                AssetId::Token {
-                    contract: USDC_MINT.to_owned()
-                },
+                // Circle's mint: real USDC, recognised as that asset.
+                AssetId::Known(Asset::Usdc),
                 USDC_OWNER.to_owned(),
                 Amount(100_000)
             ),
@@ -431,4 +464,102 @@ async fn an_unreachable_node_is_transient() {
     drop(listener);
     let source = SolanaSource::new(config(format!("http://{addr}")), watch()).unwrap();
     assert!(source.tip().await.unwrap_err().is_transient());
+}
+
+/// Issue 37 item 11, at the source: `getBlock` of the newest slot is "not
+/// yet" each time it is asked (the provider's getBlock backend trails its
+/// getSlot one). With no tip read before, that was an error, so the
+/// watcher never started. The tip is the newest block served.
+#[tokio::test]
+async fn a_newest_slot_never_served_yet_leaves_the_tip_at_the_block_below() {
+    let node = Arc::new(Node {
+        blocks: chain(),
+        tip: AtomicU64::new(107),
+        finalized: AtomicU64::new(104),
+        newest_not_yet: true,
+        ..Node::default()
+    });
+    let url = start(node.clone()).await;
+    let source = SolanaSource::new(config(url), watch()).unwrap();
+    for _ in 0..3 {
+        let tip = source
+            .tip()
+            .await
+            .unwrap_or_else(|e| panic!("the block below is the tip: {e}"));
+        assert_eq!((tip.height, tip.hash), (106, hash(106)));
+    }
+    let mut stream = CanonicalStream::new(source, Vec::new(), 100, 32);
+    let mut events = Vec::new();
+    assert_eq!(drive(&mut stream, 106, &mut events).await, 0, "no error");
+    assert_eq!(stream.cursor_tip().map(|t| t.height), Some(106));
+}
+
+fn gap_config(url: String) -> SolanaConfig {
+    SolanaConfig {
+        gap_confirmation: paywatch_solana::GapConfirmation {
+            answers: 3,
+            over: Duration::from_millis(300),
+        },
+        ..config(url)
+    }
+}
+
+/// Issue 37 item 2, at the source: one backend restored from a snapshot
+/// answers "cleaned up" (-32001) for a slot the others serve. That one
+/// answer was fatal, with advice to accept the gap. The slot is asked
+/// again at once and read.
+#[tokio::test]
+async fn one_cleaned_up_answer_is_asked_again_and_the_block_read() {
+    let node = Arc::new(Node {
+        blocks: chain(),
+        tip: AtomicU64::new(107),
+        finalized: AtomicU64::new(104),
+        cleaned_up: Mutex::new(Some((105, 1))),
+        ..Node::default()
+    });
+    let url = start(node.clone()).await;
+    let source = SolanaSource::new(gap_config(url), watch()).unwrap();
+    source.tip().await.unwrap();
+    let b = source
+        .block(101)
+        .await
+        .unwrap_or_else(|e| panic!("another backend serves it: {e}"))
+        .unwrap();
+    assert_eq!(b.transfers.len(), 1);
+}
+
+/// A node that keeps saying "cleaned up" is believed only after several
+/// answers over some time; until then the error is transient and never
+/// advises `accept-gap`. A block served in between dismisses the claim.
+#[tokio::test]
+async fn cleaned_up_halts_only_once_confirmed_by_answers_over_time() {
+    let node = Arc::new(Node {
+        blocks: chain(),
+        tip: AtomicU64::new(107),
+        finalized: AtomicU64::new(104),
+        cleaned_up: Mutex::new(Some((105, u64::MAX))),
+        ..Node::default()
+    });
+    let url = start(node.clone()).await;
+    let source = SolanaSource::new(gap_config(url), watch()).unwrap();
+    source.tip().await.unwrap();
+    let started = Instant::now();
+    let halt = loop {
+        match source.block(101).await {
+            Err(SourceError::Transient(why)) => {
+                assert!(
+                    why.contains("not yet") && !why.contains("accept-gap"),
+                    "{why}"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(SourceError::Fatal(why)) => break why,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert!(
+        halt.contains("paywatch chain accept-gap --network solana --resume-at 105"),
+        "{halt}"
+    );
 }

@@ -8,13 +8,16 @@ pub use scripted::{ScriptedChain, ScriptedSource};
 pub mod anvil;
 pub mod electrumx;
 pub mod litecoind;
+pub mod rpc_proxy;
 #[cfg(feature = "solana")]
 pub mod solana;
+pub mod trace_proxy;
 pub mod tron;
 
 pub use anvil::{AnvilError, AnvilNode, AnvilOptions};
 pub use electrumx::{ElectrumSession, ElectrumX, ElectrumXOptions};
 pub use litecoind::{Auth, HarnessError, LitecoinNode, NodeOptions};
+pub use rpc_proxy::{Alternate, RpcProxy};
 #[cfg(feature = "solana")]
 pub use solana::{SolanaFault, SolanaNode, SolanaNodeError, SolanaNodeOptions};
 pub use tron::{Fault, TronAccount, TronContract, TronNode, TronNodeError, TronNodeOptions, TxId};

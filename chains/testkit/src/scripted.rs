@@ -210,6 +210,7 @@ impl ScriptedChain {
             from: Some("scripted-payer".to_owned()),
             amount: Amount(amount),
             success,
+            matures_at: None,
         };
         s.mempool.push(transfer);
         txid

@@ -105,6 +105,19 @@ pub enum SolanaFault {
     /// slot with agave's `-32014 Block status not yet available`, as a node
     /// does while that block is still being written.
     TipNotYetAvailable { requests: u64 },
+    /// A provider whose `getBlock` backend trails its `getSlot` backend by
+    /// a block: `getBlock` of the newest confirmed slot (at any commitment)
+    /// answers agave's `-32014 Block status not yet available` for as long
+    /// as it is the newest, and is served once a newer block is produced.
+    BlockBackendTrails,
+    /// A load balancer in front of `backends` nodes, one of them just
+    /// restored from a snapshot whose first slot is `first_available`. The
+    /// calls about older slots (`getBlock` below it, `getBlocksWithLimit`
+    /// from below it, `getFirstAvailableBlock`) go round robin, the restored
+    /// backend first: it answers as agave does without those slots
+    /// (`-32001 … cleaned up`, a list starting at `first_available`,
+    /// `first_available`), the others from the whole ledger.
+    RestoredBackend { first_available: u64, backends: u64 },
 }
 
 /// How to start a [`SolanaNode`].
@@ -263,7 +276,19 @@ impl SolanaNode {
     }
 
     pub fn set_fault(&self, fault: SolanaFault) {
-        lock(&self.shared).fault = fault;
+        let mut s = lock(&self.shared);
+        s.fault = fault;
+        s.round_robin = 0;
+    }
+
+    /// As a node of a newer agave than the crates paywatch is built with:
+    /// from now on every block gets a failed transaction (paid by the last
+    /// dev account), and every failed transaction's `err` and `status` in
+    /// `getBlock` and `getTransaction` answers name an error variant
+    /// Solana's types do not know yet, in the shapes agave's serde gives
+    /// variants (a bare string, an object, inside `InstructionError`).
+    pub fn set_unknown_failures(&self, on: bool) {
+        lock(&self.shared).unknown_failures = on;
     }
 
     /// Cleans every slot below `slot` out of the node's ledger, as a node
@@ -489,6 +514,11 @@ impl SolanaNode {
     }
 
     fn seal(&mut self, skip: u64) -> u64 {
+        if lock(&self.shared).unknown_failures {
+            let payer = Self::dev(self.options.dev_accounts.saturating_sub(1));
+            // Failing is the point; a rejected one only leaves it out.
+            let _ = self.send_sol_failing(&payer, &Self::dev(0).pubkey());
+        }
         let mut s = lock(&self.shared);
         let slot = self.chain.seal(&mut s.ledger, skip);
         s.ledger

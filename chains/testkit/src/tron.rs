@@ -34,9 +34,11 @@
 //! - [`send_trx`](TronNode::send_trx),
 //!   [`trc20_transfer`](TronNode::trc20_transfer),
 //!   [`trc20_transfer_failing`](TronNode::trc20_transfer_failing),
-//!   [`contract_trc20_transfer`](TronNode::contract_trc20_transfer) and
-//!   [`trigger`](TronNode::trigger) sign a transaction against the current
-//!   tip and queue it, returning its txid;
+//!   [`contract_trc20_transfer`](TronNode::contract_trc20_transfer),
+//!   [`trigger`](TronNode::trigger),
+//!   [`contract_trx_payout`](TronNode::contract_trx_payout) and
+//!   [`trigger_internal`](TronNode::trigger_internal) sign a transaction
+//!   against the current tip and queue it, returning its txid;
 //! - [`mine`](TronNode::mine) makes blocks, the queued transactions in the
 //!   first; [`fill_blocks`](TronNode::fill_blocks) makes many blocks of
 //!   generated transactions for benchmarks;
@@ -51,15 +53,20 @@
 //! [`WITNESS_COUNT`] witnesses in turn. A transaction's id is sha256 of its
 //! serialized `raw_data`, its signature recovers to its sender, its `ret`
 //! says SUCCESS or REVERT, and its `TransactionInfo` has the fees, the
-//! contract, the result and the TRC-20 `Transfer` logs mainnet's has.
+//! contract, the result and the TRC-20 `Transfer` logs mainnet's has, and
+//! the internal transactions of contract calls only as far as the node's
+//! `vm.saveInternalTx` settings keep them ([`InternalTxSaving`]: none by
+//! default, as java-tron).
 //!
 //! Not modelled: balances (any account can send anything), TaPoS and
 //! expiration checks (a transaction moved far by a reorg keeps its old
-//! reference block), internal transactions, and everything outside blocks
-//! and transactions.
+//! reference block), an EVM (a contract's internal transactions are what
+//! the test says), and everything outside blocks and transactions.
 
+mod balances;
 mod chain;
 mod gate;
+mod internal;
 mod keys;
 mod service;
 
@@ -83,6 +90,7 @@ use service::{SolidityApi, WalletApi};
 pub use chain::{
     Trc20Log, TronContract, TxId, BLOCK_INTERVAL_MS, BLOCK_LIMIT, TRANSFER_TOPIC, WITNESS_COUNT,
 };
+pub use internal::{InternalTx, InternalTxSaving};
 pub use keys::{
     body_of_public_key, recover_signer, sha256, tron_address, tron_body, TronAccount,
     ADDRESS_PREFIX,
@@ -181,6 +189,9 @@ pub struct TronNodeOptions {
     /// Serve TLS (`https://` URLs) with a certificate for 127.0.0.1 that
     /// [`TEST_CA_PEM`] signed.
     pub tls: bool,
+    /// java-tron's `vm.saveInternalTx` and `vm.saveFeaturedInternalTx`:
+    /// off by default, as there.
+    pub internal_tx: InternalTxSaving,
 }
 
 impl Default for TronNodeOptions {
@@ -193,6 +204,7 @@ impl Default for TronNodeOptions {
             requests_per_second: None,
             suspension: Duration::from_secs(2),
             tls: false,
+            internal_tx: InternalTxSaving::Off,
         }
     }
 }
@@ -430,6 +442,13 @@ impl TronNode {
         self.shared.set_solidity_lag(lag);
     }
 
+    /// What the infos of blocks mined from now on keep of their internal
+    /// transactions, as a node restarted with other `vm.saveInternalTx` /
+    /// `vm.saveFeaturedInternalTx` settings; infos already made keep theirs.
+    pub fn set_internal_tx_saving(&self, saving: InternalTxSaving) {
+        self.shared.set_internal_tx_saving(saving);
+    }
+
     // --- contracts -------------------------------------------------------
 
     /// A TRC-20 token contract called `name`, at an address derived from the
@@ -520,6 +539,40 @@ impl TronNode {
         logs: &[Trc20Log],
     ) -> Result<TxId, TronNodeError> {
         self.shared.trigger(caller, contract, calldata, logs)
+    }
+
+    /// TRX paid by a contract: `caller` calls `payout(bytes32)` on `payer`,
+    /// which sends `sun` TRX from its own balance to `to`. The calldata
+    /// names neither `to` nor the amount, and no log does: the only trace
+    /// is the info's internal transaction (`call`, from `payer` to `to`),
+    /// kept only by a node that saves them
+    /// ([`TronNodeOptions::internal_tx`]).
+    pub fn contract_trx_payout(
+        &self,
+        caller: &TronAccount,
+        payer: &TronContract,
+        to: &str,
+        sun: u64,
+    ) -> Result<TxId, TronNodeError> {
+        self.shared.contract_trx_payout(caller, payer, to, sun)
+    }
+
+    /// `caller` calls `contract` with `calldata`, sending it `call_value`
+    /// sun, and the contract's code makes the internal transactions `made`
+    /// (in that order; no logs). If `succeeds` is false the call reverts:
+    /// `contractRet` REVERT, info FAILED, and every one of `made` is kept
+    /// rejected, as java-tron does.
+    pub fn trigger_internal(
+        &self,
+        caller: &TronAccount,
+        contract: &TronContract,
+        calldata: &[u8],
+        call_value: i64,
+        made: &[InternalTx],
+        succeeds: bool,
+    ) -> Result<TxId, TronNodeError> {
+        self.shared
+            .trigger_internal(caller, contract, calldata, call_value, made, succeeds)
     }
 
     // --- blocks ----------------------------------------------------------

@@ -370,3 +370,104 @@ async fn restart_with_state_file_keeps_the_chain() {
     assert_eq!(node.balance(&to).await.unwrap(), 42);
     assert_eq!(node.token_balance(&token, &to).await.unwrap(), 250_000);
 }
+
+/// One JSON-RPC call through `url`, the whole answer object.
+async fn raw_call(url: &str, method: &str, params: Value) -> Value {
+    reqwest::Client::new()
+        .post(url)
+        .json(&json!({ "jsonrpc": "2.0", "id": 7, "method": method, "params": params }))
+        .send()
+        .await
+        .expect("the proxy answers")
+        .json()
+        .await
+        .expect("JSON")
+}
+
+#[tokio::test]
+async fn the_trace_proxy_answers_as_a_node_that_cannot_trace() {
+    use paywatch_testkit::trace_proxy::{TraceFault, TraceProxy};
+    let node = start(AnvilOptions::default()).await;
+    let forwarder = node.deploy_forwarder().await.unwrap();
+    node.set_automine(false).await.unwrap();
+    let plain = node.send_eth(ACCOUNTS[1], &payee(1), 5).await.unwrap();
+    let forwarded = node
+        .forward(&forwarder, ACCOUNTS[2], &payee(2), 9)
+        .await
+        .unwrap();
+    let height = node.mine(1).await.unwrap();
+    let hash = node.block_hash(height).await.unwrap();
+    let options = json!({ "tracer": "callTracer", "timeout": "20s" });
+    let proxy = TraceProxy::start(
+        node.url(),
+        Some(TraceFault::TxTimeout {
+            tx: forwarded.clone(),
+        }),
+    )
+    .await
+    .unwrap();
+
+    // geth's per-transaction timeout: the block's trace succeeds, one entry
+    // has only the error.
+    let a = raw_call(
+        &proxy.url(),
+        "debug_traceBlockByHash",
+        json!([hash, options]),
+    )
+    .await;
+    let entries = a["result"].as_array().expect("a block trace");
+    assert_eq!(entries.len(), 2, "{a}");
+    let by_tx = |tx: &str| {
+        entries
+            .iter()
+            .find(|e| e["txHash"].as_str() == Some(tx))
+            .unwrap_or_else(|| panic!("{tx} in {a}"))
+    };
+    assert_eq!(by_tx(&forwarded)["error"], "execution timeout");
+    assert!(by_tx(&forwarded).get("result").is_none());
+    assert_eq!(by_tx(&plain)["result"]["type"], "CALL");
+
+    // No debug_* at all: geth's -32601.
+    proxy.set_fault(Some(TraceFault::MethodNotFound));
+    let a = raw_call(
+        &proxy.url(),
+        "debug_traceBlockByHash",
+        json!([hash, options]),
+    )
+    .await;
+    assert_eq!(a["error"]["code"], -32601, "{a}");
+    assert_eq!(
+        a["error"]["message"],
+        "the method debug_traceBlockByHash does not exist/is not available"
+    );
+
+    // Pruned state.
+    proxy.set_fault(Some(TraceFault::MissingTrieNode));
+    let a = raw_call(
+        &proxy.url(),
+        "debug_traceBlockByHash",
+        json!([hash, options]),
+    )
+    .await;
+    assert_eq!(a["error"]["code"], -32000, "{a}");
+    assert!(a["error"]["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("missing trie node"));
+
+    // Everything else is anvil's, and the options are recorded.
+    let a = raw_call(&proxy.url(), "eth_blockNumber", json!([])).await;
+    assert_eq!(a["result"], format!("{height:#x}"));
+    proxy.set_fault(None);
+    let a = raw_call(
+        &proxy.url(),
+        "debug_traceBlockByHash",
+        json!([hash, options]),
+    )
+    .await;
+    assert_eq!(a["result"].as_array().map(Vec::len), Some(2), "{a}");
+    let calls = proxy.calls();
+    assert_eq!(calls.options.len(), 4);
+    assert!(calls.options.iter().all(|o| o["timeout"] == "20s"));
+    assert_eq!(calls.spoiled.get("debug_traceBlockByHash"), Some(&3));
+}

@@ -524,3 +524,106 @@ async fn accounts_details_list_every_key_and_leave_out_instructions_and_logs() {
         assert!(tx["transaction"].get("message").is_none(), "{tx}");
     }
 }
+
+/// One JSON-RPC call, its whole answer as JSON: for answers the real
+/// client cannot decode.
+async fn raw(node: &SolanaNode, method: &str, params: serde_json::Value) -> serde_json::Value {
+    reqwest::Client::new()
+        .post(node.url())
+        .json(&serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+        .send()
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("JSON")
+}
+
+/// Issue 37 item 1's double: a node of a newer agave commits a failed
+/// transaction into every block, with an error variant the crates do not
+/// know yet; agave's own client cannot read such a block.
+#[tokio::test]
+async fn unknown_failures_are_in_every_block_and_unreadable_to_strict_types() {
+    let (mut node, client) = node().await;
+    node.set_unknown_failures(true);
+    let slot = node.produce_block();
+    let strict = client
+        .get_block_with_config(slot, config(CommitmentConfig::confirmed(), Some(0)))
+        .await
+        .expect_err("the strict types refuse an unknown variant");
+    assert!(strict.to_string().contains("Future"), "{strict}");
+    let answer = raw(
+        &node,
+        "getBlock",
+        serde_json::json!([slot, {"encoding": "base64", "transactionDetails": "accounts",
+            "maxSupportedTransactionVersion": 0, "commitment": "confirmed"}]),
+    )
+    .await;
+    let txs = answer["result"]["transactions"]
+        .as_array()
+        .expect("a block");
+    assert_eq!(txs.len(), 1, "{answer}");
+    let meta = &txs[0]["meta"];
+    assert!(meta["err"].to_string().contains("Future"), "{meta}");
+    assert_eq!(meta["status"]["Err"], meta["err"]);
+}
+
+/// Issue 37 item 11's double: `getBlock` of the newest slot is "not yet"
+/// for as long as it is the newest; the one below is served.
+#[tokio::test]
+async fn a_trailing_block_backend_never_serves_the_newest_slot() {
+    let (mut node, client) = node().await;
+    let older = node.produce_block();
+    let newest = node.produce_block();
+    node.set_fault(SolanaFault::BlockBackendTrails);
+    for _ in 0..3 {
+        let e = client
+            .get_block_with_config(newest, config(CommitmentConfig::confirmed(), Some(0)))
+            .await
+            .expect_err("not yet");
+        assert_eq!(code(&e), Some(-32014), "{e}");
+    }
+    assert_eq!(client.get_slot().await.unwrap(), newest);
+    block(&client, older).await;
+    let next = node.produce_block();
+    block(&client, newest).await;
+    assert!(client
+        .get_block_with_config(next, config(CommitmentConfig::confirmed(), Some(0)))
+        .await
+        .is_err());
+}
+
+/// Issue 37 item 2's double: behind a load balancer one backend restored
+/// from a snapshot has no slot below `first_available`, the other has them.
+#[tokio::test]
+async fn a_restored_backend_behind_a_balancer_answers_every_other_old_call() {
+    let (mut node, client) = node().await;
+    for _ in 0..10 {
+        node.produce_block();
+    }
+    node.set_fault(SolanaFault::RestoredBackend {
+        first_available: 8,
+        backends: 2,
+    });
+    let e = client
+        .get_block_with_config(3, config(CommitmentConfig::confirmed(), Some(0)))
+        .await
+        .expect_err("cleaned up on the restored backend");
+    assert_eq!(code(&e), Some(-32001), "{e}");
+    assert!(
+        e.to_string().contains("First available block: 8"),
+        "agave's wording: {e}"
+    );
+    block(&client, 3).await;
+    let first: Vec<u64> = [
+        raw(&node, "getFirstAvailableBlock", serde_json::json!([])).await,
+        raw(&node, "getFirstAvailableBlock", serde_json::json!([])).await,
+    ]
+    .iter()
+    .map(|a| a["result"].as_u64().unwrap())
+    .collect();
+    assert_eq!(first, [8, 0]);
+    // Newer slots are everyone's.
+    block(&client, 9).await;
+    block(&client, 9).await;
+}

@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 
 use bitcoin::secp256k1::{ecdsa, Message as SecpMessage, Secp256k1};
 use paywatch_testkit::tron::{
-    recover_signer, sha256, tron_address, Fault, Trc20Log, TronAccount, TronNode, TronNodeError,
-    TronNodeOptions, TxId, BLOCK_INTERVAL_MS, DEFAULT_SOLIDITY_LAG, TRANSFER_TOPIC,
+    recover_signer, sha256, tron_address, Fault, InternalTx, InternalTxSaving, Trc20Log,
+    TronAccount, TronNode, TronNodeError, TronNodeOptions, TxId, BLOCK_INTERVAL_MS,
+    DEFAULT_SOLIDITY_LAG, TRANSFER_TOPIC,
 };
 use prost::Message;
 use tonic::transport::Channel;
@@ -862,8 +863,10 @@ async fn other_rpcs_are_unimplemented() {
     let node = start().await;
     let mut w = wallet(&node).await;
     let mut s = solidity(&node).await;
+    // GetAccount answers now (the balance backstop reads it); an account
+    // without an address is refused.
     let err = w.get_account(pb::Account::default()).await.unwrap_err();
-    assert_eq!(err.code(), Code::Unimplemented);
+    assert_eq!(err.code(), Code::InvalidArgument);
     let err = w
         .broadcast_transaction(pb::Transaction::default())
         .await
@@ -1013,4 +1016,187 @@ async fn fill_10k_blocks_of_300() {
         "GetBlockByLimitNext2 of 1 000 such blocks: {:?}",
         started.elapsed()
     );
+}
+
+/// An internal transaction's (caller, to, TRX sun, tokens, note, rejected).
+type Internal = (Vec<u8>, Vec<u8>, i64, Vec<(String, i64)>, String, bool);
+
+fn internal_of(info: &pb::TransactionInfo) -> Vec<Internal> {
+    info.internal_transactions
+        .iter()
+        .map(|it| {
+            // java-tron writes the TRX value first, without a token id.
+            let (trx, tokens) = it.call_value_info.split_first().expect("a TRX value");
+            assert!(trx.token_id.is_empty());
+            assert_eq!(it.hash.len(), 32);
+            (
+                it.caller_address.clone(),
+                it.transfer_to_address.clone(),
+                trx.call_value,
+                tokens
+                    .iter()
+                    .map(|t| (t.token_id.clone(), t.call_value))
+                    .collect(),
+                String::from_utf8(it.note.clone()).unwrap(),
+                it.rejected,
+            )
+        })
+        .collect()
+}
+
+fn saving(internal_tx: InternalTxSaving) -> TronNodeOptions {
+    TronNodeOptions {
+        internal_tx,
+        ..start_options()
+    }
+}
+
+#[tokio::test]
+async fn a_contract_trx_payout_shows_only_as_an_internal_transaction_of_a_node_that_saves_them() {
+    let node = TronNode::start(saving(InternalTxSaving::On)).await.unwrap();
+    let payer = node.deploy_contract("payroll");
+    let to = TronAccount::dev(7);
+    let id = node
+        .contract_trx_payout(&TronAccount::dev(1), &payer, to.address(), 12_345_678)
+        .unwrap();
+    let tip = node.mine(1).unwrap();
+    let mut w = wallet(&node).await;
+    let b = block(&mut w, tip).await;
+    check_block(&b, None);
+    let by_block = infos(&mut w, tip).await;
+    check_infos(&b, &by_block);
+    assert_eq!(by_block[0], info_by_id(&mut w, &id).await);
+    let info = &by_block[0];
+    assert_eq!(
+        internal_of(info),
+        vec![(
+            payer.body().to_vec(),
+            to.body().to_vec(),
+            12_345_678,
+            vec![],
+            "call".to_owned(),
+            false
+        )]
+    );
+    // Neither the call nor a log names the recipient or the amount.
+    let call = trigger_of(b.transactions[0].transaction.as_ref().unwrap());
+    assert_eq!(call.contract_address, payer.body().to_vec());
+    assert_eq!(call.call_value, 0);
+    let body20 = &to.body()[1..];
+    assert!(!call.data.windows(20).any(|w| w == body20));
+    assert!(info.log.is_empty());
+    assert_eq!(
+        info.receipt.as_ref().unwrap().result,
+        ContractResult::Success as i32
+    );
+}
+
+#[tokio::test]
+async fn a_node_without_save_internal_tx_omits_them_and_keeps_what_it_made() {
+    // java-tron's default: vm.saveInternalTx = false.
+    let node = start().await;
+    let payer = node.deploy_contract("payroll");
+    let to = TronAccount::dev(7);
+    let before = node
+        .contract_trx_payout(&TronAccount::dev(1), &payer, to.address(), 5)
+        .unwrap();
+    let first = node.mine(1).unwrap();
+    // Restarted with the setting on: only blocks made from then on keep them.
+    node.set_internal_tx_saving(InternalTxSaving::On);
+    let after = node
+        .contract_trx_payout(&TronAccount::dev(1), &payer, to.address(), 6)
+        .unwrap();
+    let second = node.mine(1).unwrap();
+    let mut w = wallet(&node).await;
+    let old = info_by_id(&mut w, &before).await;
+    assert!(old.internal_transactions.is_empty(), "{old:?}");
+    assert_eq!(infos(&mut w, first).await[0], old);
+    let new = info_by_id(&mut w, &after).await;
+    assert_eq!(internal_of(&new).len(), 1);
+    assert_eq!(infos(&mut w, second).await[0], new);
+    let mut s = solidity(&node).await;
+    node.set_solidity_lag(0);
+    let solid = s
+        .get_transaction_info_by_id(pb::BytesMessage {
+            value: after.0.to_vec(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(solid, new);
+}
+
+#[tokio::test]
+async fn featured_internal_transactions_only_with_save_featured_and_reverts_reject_all() {
+    let made = |payer: &str, to: &str| {
+        vec![
+            InternalTx {
+                note: "freezeBalanceV2".to_owned(),
+                ..InternalTx::call(payer, to, 3_000_000)
+            },
+            InternalTx {
+                tokens: vec![("1002000".to_owned(), 40)],
+                ..InternalTx::call(payer, to, 0)
+            },
+            InternalTx {
+                rejected: true,
+                ..InternalTx::call(payer, to, 2)
+            },
+            InternalTx::call(payer, to, 1_000_000),
+        ]
+    };
+    let notes = |info: &pb::TransactionInfo| -> Vec<(String, i64, bool)> {
+        internal_of(info)
+            .into_iter()
+            .map(|(_, _, sun, _, note, rejected)| (note, sun, rejected))
+            .collect()
+    };
+    for (mode, want) in [
+        (
+            InternalTxSaving::On,
+            vec![
+                ("call".to_owned(), 0, false),
+                ("call".to_owned(), 2, true),
+                ("call".to_owned(), 1_000_000, false),
+            ],
+        ),
+        (
+            InternalTxSaving::WithFeatured,
+            vec![
+                ("freezeBalanceV2".to_owned(), 3_000_000, false),
+                ("call".to_owned(), 0, false),
+                ("call".to_owned(), 2, true),
+                ("call".to_owned(), 1_000_000, false),
+            ],
+        ),
+    ] {
+        let node = TronNode::start(saving(mode)).await.unwrap();
+        let payer = node.deploy_contract("batcher");
+        let to = TronAccount::dev(7);
+        let list = made(payer.address(), to.address());
+        let ok = node
+            .trigger_internal(&TronAccount::dev(1), &payer, b"batch", 9, &list, true)
+            .unwrap();
+        let reverted = node
+            .trigger_internal(&TronAccount::dev(2), &payer, b"batch", 9, &list, false)
+            .unwrap();
+        let tip = node.mine(1).unwrap();
+        let mut w = wallet(&node).await;
+        let b = block(&mut w, tip).await;
+        check_infos(&b, &infos(&mut w, tip).await);
+        let info = info_by_id(&mut w, &ok).await;
+        assert_eq!(notes(&info), want, "{mode:?}");
+        let tokens = &internal_of(&info)[usize::from(mode == InternalTxSaving::WithFeatured)].3;
+        assert_eq!(tokens, &vec![("1002000".to_owned(), 40)]);
+        let failed = info_by_id(&mut w, &reverted).await;
+        assert_eq!(failed.result, pb::transaction_info::Code::Failed as i32);
+        assert_eq!(
+            failed.receipt.as_ref().unwrap().result,
+            ContractResult::Revert as i32
+        );
+        let all_rejected: Vec<_> = want.iter().map(|(n, s, _)| (n.clone(), *s, true)).collect();
+        assert_eq!(notes(&failed), all_rejected);
+        let call = trigger_of(b.transactions[0].transaction.as_ref().unwrap());
+        assert_eq!(call.call_value, 9);
+    }
 }

@@ -11,12 +11,13 @@ use serde::Deserialize;
 
 use crate::address::parse_address;
 use crate::proto::block_header::Raw as HeaderRaw;
+use crate::proto::internal_transaction::CallValueInfo;
 use crate::proto::transaction::result::ContractResult;
 use crate::proto::transaction::{self, Raw};
 use crate::proto::transaction_info::{Code, Log};
 use crate::proto::{
-    BlockExtention, BlockHeader, ResourceReceipt, Transaction, TransactionExtention,
-    TransactionInfo,
+    BlockExtention, BlockHeader, InternalTransaction, ResourceReceipt, Transaction,
+    TransactionExtention, TransactionInfo,
 };
 
 /// What one JSON object in a file is.
@@ -122,6 +123,38 @@ struct JsonInfo {
     result: Option<String>,
     #[serde(rename = "resMessage")]
     res_message: Option<String>,
+    /// Only from a node with `vm.saveInternalTx = true`.
+    #[serde(default)]
+    internal_transactions: Vec<JsonInternal>,
+}
+
+/// An internal transaction: bytes in hex (`note` too: "63616c6c" is
+/// "call"), addresses in hex or as T-addresses; zero values left out.
+#[derive(Debug, Deserialize)]
+struct JsonInternal {
+    #[serde(default)]
+    hash: String,
+    #[serde(default)]
+    caller_address: String,
+    #[serde(rename = "transferTo_address", default)]
+    transfer_to_address: String,
+    #[serde(rename = "callValueInfo", default)]
+    call_value_info: Vec<JsonCallValue>,
+    #[serde(default)]
+    note: String,
+    #[serde(default)]
+    rejected: bool,
+    #[serde(default)]
+    extra: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct JsonCallValue {
+    #[serde(rename = "callValue", default)]
+    call_value: i64,
+    /// Absent for TRX; a TRC-10 token's id otherwise.
+    #[serde(rename = "tokenId", default)]
+    token_id: String,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -300,6 +333,12 @@ fn info(i: JsonInfo) -> Result<TransactionInfo, String> {
             })
         })
         .collect::<Result<Vec<_>, String>>()?;
+    let internal_transactions = i
+        .internal_transactions
+        .iter()
+        .enumerate()
+        .map(|(n, it)| internal(n, it))
+        .collect::<Result<Vec<_>, String>>()?;
     let r = &i.receipt;
     Ok(TransactionInfo {
         id: id.to_vec(),
@@ -326,11 +365,36 @@ fn info(i: JsonInfo) -> Result<TransactionInfo, String> {
             energy_penalty_total: r.energy_penalty_total,
         }),
         log,
+        internal_transactions,
         result: result as i32,
         res_message: match &i.res_message {
             Some(m) => bytes("resMessage", m)?,
             None => Vec::new(),
         },
         ..TransactionInfo::default()
+    })
+}
+
+fn internal(n: usize, it: &JsonInternal) -> Result<InternalTransaction, String> {
+    let field = |f: &str| format!("internal transaction {n} {f}");
+    let optional = |f: &str, text: &str| match text {
+        "" => Ok(Vec::new()),
+        text => address(&field(f), text),
+    };
+    Ok(InternalTransaction {
+        hash: bytes(&field("hash"), &it.hash)?,
+        caller_address: optional("caller_address", &it.caller_address)?,
+        transfer_to_address: optional("transferTo_address", &it.transfer_to_address)?,
+        call_value_info: it
+            .call_value_info
+            .iter()
+            .map(|v| CallValueInfo {
+                call_value: v.call_value,
+                token_id: v.token_id.clone(),
+            })
+            .collect(),
+        note: bytes(&field("note"), &it.note)?,
+        rejected: it.rejected,
+        extra: it.extra.clone(),
     })
 }

@@ -2,12 +2,14 @@
 //! gRPC and translate them into transfers. No reorg logic lives here.
 
 mod address;
+mod balance;
 mod derive;
 mod extract;
 /// The source's decoding and translation without a node, for `fuzz/`.
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+mod internal;
 mod json;
 mod scan;
 mod source;
@@ -18,7 +20,7 @@ pub use derive::{AccountKey, DeriveError, TRON};
 pub use extract::{extract, extract_with, ExtractError, ExtractReport, FoundPayment};
 pub use scan::{
     may_pay, scan, scan_answers, txid_of, unreadable_contracts_skipped, BlockAnswers, ScanError,
-    Tokens, NATIVE_INDEX, TRANSFER_TOPIC,
+    Tokens, INTERNAL_INDEX, NATIVE_INDEX, TRANSFER_TOPIC,
 };
 
 pub use source::{TronConfig, TronSetupError, TronSource, MAX_BLOCKS_PER_REQUEST};

@@ -11,6 +11,7 @@ use prost::Message;
 use tracing::warn;
 
 use crate::address::{body_from_proto, encode_address, parse_address};
+use crate::internal::internal_trx;
 use crate::proto::transaction::contract::ContractType;
 use crate::proto::transaction::result::ContractResult;
 use crate::proto::transaction::Raw;
@@ -32,6 +33,12 @@ fn names_watched(raw: &[u8], watch: &WatchRead<'_>) -> bool {
 /// the contract's position; log indexes stay below, so a transaction that
 /// both pays TRX and emits logs keys each transfer apart.
 pub const NATIVE_INDEX: u32 = 1 << 31;
+
+/// TRX a contract sends (an internal transaction) gets `INTERNAL_INDEX`
+/// plus its position among the transaction's TRX-carrying internal
+/// transactions: above the TransferContract range, so neither it, the
+/// logs nor each other collide.
+pub const INTERNAL_INDEX: u32 = NATIVE_INDEX + (1 << 30);
 
 /// The type a TransferContract parameter names: java-tron checks a
 /// contract's `type_url` as protobuf's `Any.is` does, by the part after its
@@ -70,12 +77,18 @@ impl Tokens {
         }
     }
 
-    /// USDT at its mainnet contract, TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t.
+    /// USDT at its mainnet contract, TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t,
+    /// and the other methods' assets recognised on Tron (USDC; see
+    /// [`paywatch_core::recognised_tokens`]).
     pub fn mainnet() -> Tokens {
-        Tokens::new([Asset::Usdt].into_iter().filter_map(|asset| {
+        let methods = [Asset::Usdt].into_iter().filter_map(|asset| {
             let contract = Method::new(asset, Network::Tron).ok()?.default_contract()?;
             Some((asset, parse_address(contract).ok()?))
-        }))
+        });
+        let recognised = paywatch_core::recognised_tokens(Network::Tron)
+            .iter()
+            .filter_map(|(asset, contract)| Some((*asset, parse_address(contract).ok()?)));
+        Tokens::new(methods.chain(recognised))
     }
 
     /// The accepted contracts, as bodies.
@@ -141,6 +154,12 @@ pub enum ScanError {
     MissingInfo { block: u64, tx: String },
     #[error("transaction {tx}: its TransferContract cannot be read: {why}")]
     BadTransferContract { tx: String, why: String },
+    #[error("transaction {tx}: internal transaction {position} {why}")]
+    BadInternalTransaction {
+        tx: String,
+        position: usize,
+        why: String,
+    },
     #[error("transaction {tx}: log {index} {why}")]
     BadLog {
         tx: String,
@@ -151,7 +170,9 @@ pub enum ScanError {
 
 /// Every payment in a block (`GetBlockByNum2` and the like) to a watched
 /// address, given the block's infos (`GetTransactionInfoByBlockNum`): TRX
-/// by TransferContract, tokens by Transfer log in the infos.
+/// by TransferContract and by the internal transactions of contracts (in
+/// the infos, when the node keeps them), tokens by Transfer log in the
+/// infos.
 ///
 /// A TRX transfer whose transaction failed is returned with `success:
 /// false` (kept for the record, never counted). Logs are read only from
@@ -196,6 +217,7 @@ pub fn scan_answers(
             for (position, (tx, (txid, info))) in transactions.iter().zip(infos).enumerate() {
                 found.trx_transfers(block.number, position, tx, &txid, info)?;
                 found.token_transfers(info, &txid)?;
+                found.internal_transfers(info, &txid)?;
             }
         }
         None => {
@@ -209,6 +231,7 @@ pub fn scan_answers(
                     });
                 }
                 found.token_transfers(info, &id)?;
+                found.internal_transfers(info, &id)?;
             }
         }
     }
@@ -469,7 +492,8 @@ impl Found<'_, '_> {
             }
             let index = u32::try_from(position)
                 .ok()
-                .and_then(|p| NATIVE_INDEX.checked_add(p))
+                .map(|p| NATIVE_INDEX + p)
+                .filter(|i| *i < INTERNAL_INDEX)
                 .ok_or_else(|| bad(format!("it is contract {position} of its transaction")))?;
             // The transaction's ret says whether the TRX moved; the info
             // must not say otherwise.
@@ -487,6 +511,7 @@ impl Found<'_, '_> {
                 from,
                 amount: Amount(amount),
                 success,
+                matures_at: None,
             });
         }
         Ok(())
@@ -499,12 +524,7 @@ impl Found<'_, '_> {
     ) -> Result<(), ScanError> {
         // A failed transaction moved no tokens; logs it shows are not
         // believed.
-        let succeeded = info.result == Code::Sucess as i32
-            && info
-                .receipt
-                .as_ref()
-                .is_some_and(|r| r.result == ContractResult::Success as i32);
-        if !succeeded {
+        if !succeeded(info) {
             return Ok(());
         }
         for (index, log) in info.log.iter().enumerate() {
@@ -563,9 +583,61 @@ impl Found<'_, '_> {
             to: encode_address(&to),
             from,
             success: true,
+            matures_at: None,
         });
         Ok(())
     }
+}
+
+impl Found<'_, '_> {
+    /// TRX the transaction's contracts sent to watched addresses. One whose
+    /// call was rejected, or whose transaction failed, moved nothing: kept
+    /// for the record, never counted, as a failed TransferContract is.
+    fn internal_transfers(
+        &mut self,
+        info: &TransactionInfo,
+        txid: &[u8; 32],
+    ) -> Result<(), ScanError> {
+        let succeeded = succeeded(info);
+        for it in internal_trx(info) {
+            let Some(to) = it.to.filter(|to| self.watch.contains_key(to)) else {
+                continue;
+            };
+            let bad = |why: String| ScanError::BadInternalTransaction {
+                tx: hex::encode(txid),
+                position: it.listed_at,
+                why,
+            };
+            let amount = it.amount.clone().map_err(bad)?;
+            let index = u32::try_from(it.position)
+                .ok()
+                .and_then(|p| INTERNAL_INDEX.checked_add(p))
+                .ok_or_else(|| bad("is past the range of internal indexes".into()))?;
+            let from = it.from.map(|b| self.sender(b));
+            self.transfers.push(Transfer {
+                network: Network::Tron,
+                asset: AssetId::Known(Asset::Trx),
+                txid: hex::encode(txid),
+                index,
+                to: encode_address(&to),
+                from,
+                amount: Amount(amount),
+                success: succeeded && !it.rejected,
+                matures_at: None,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Whether the transaction's contract code ran to the end: the info and
+/// its receipt both say so.
+fn succeeded(info: &TransactionInfo) -> bool {
+    info.result == Code::Sucess as i32
+        && info
+            .receipt
+            .as_ref()
+            .is_some_and(|r| r.result == ContractResult::Success as i32)
 }
 
 /// A TransferContract's fields as its parameter holds them, read in place.

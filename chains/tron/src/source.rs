@@ -536,6 +536,26 @@ impl BlockSource for TronSource {
         Network::Tron
     }
 
+    /// Always: whether the node keeps internal transactions
+    /// (`vm.saveInternalTx`) cannot be asked, and on a node that keeps them
+    /// the balances simply agree.
+    fn balance_backstop(&self) -> Option<paywatch_core::BalanceReads> {
+        Some(paywatch_core::BalanceReads::LatestFinal)
+    }
+
+    async fn native_balances(
+        &self,
+        addresses: &[String],
+        _at_height: u64,
+    ) -> Result<Option<Vec<paywatch_core::NativeBalance>>, SourceError> {
+        let shared = &self.shared;
+        crate::balance::native_balances(shared.solidity.clone(), addresses, |e| {
+            shared.transient("WalletSolidity/GetAccount", e)
+        })
+        .await
+        .map(Some)
+    }
+
     async fn tip(&self) -> Result<BlockRef, SourceError> {
         let b = self
             .shared

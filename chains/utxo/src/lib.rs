@@ -16,7 +16,9 @@ pub use extract::{extract, ExtractError, FoundPayment};
 pub use node::{NodeConfig, NodeSource};
 pub use params::{Chain, Params, UnknownChain};
 pub use rpc::{NodeRpc, RpcAuth, RpcError};
-pub use scan::{native_asset, scan_block, scan_outputs, watch_key};
+pub use scan::{
+    mature_coinbase, native_asset, scan_block, scan_outputs, watch_key, COINBASE_MATURITY,
+};
 mod address;
 mod derive;
 pub use address::{

@@ -20,7 +20,7 @@ use tracing::{debug, warn};
 use crate::block::{from_hex, transaction_outputs, RawBlock};
 use crate::params::Params;
 use crate::rpc::{NodeRpc, RpcError, RPC_INVALID_ADDRESS_OR_KEY, RPC_INVALID_PARAMETER};
-use crate::scan::{scan_block, scan_outputs};
+use crate::scan::{mature_coinbase, scan_block, scan_outputs};
 use crate::wallet_mempool::WalletMempool;
 
 #[derive(Debug, Clone)]
@@ -271,7 +271,8 @@ impl NodeSource {
         let wanted = BlockHash::from_str(hash).map_err(|e| bad(format!("block hash: {e}")))?;
         let block = RawBlock::parse(bytes).map_err(|e| bad(e.to_string()))?;
         block.verify(Some(wanted)).map_err(|e| bad(e.to_string()))?;
-        let transfers = scan_block(&block, &self.cfg.params, &self.watch.read());
+        let mut transfers = scan_block(&block, &self.cfg.params, &self.watch.read());
+        mature_coinbase(&block, &mut transfers, height, self.cfg.confirmations);
         Ok(SourceBlock {
             block: BlockRef {
                 height,

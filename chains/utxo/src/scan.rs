@@ -43,6 +43,36 @@ pub fn scan_block(block: &RawBlock<'_>, params: &Params, watch: &WatchRead<'_>) 
     found
 }
 
+/// Confirmations a coinbase output needs before it can be spent: an
+/// orphaned coinbase never comes back, so its money is not final before.
+pub const COINBASE_MATURITY: u64 = 100;
+
+/// Marks the outputs of `block`'s coinbase among `transfers` (what
+/// [`scan_block`] found in it, at `height`) with the final height from
+/// which they count final: where the block has [`COINBASE_MATURITY`]
+/// confirmations, or the network's `confirmations` if more.
+pub fn mature_coinbase(
+    block: &RawBlock<'_>,
+    transfers: &mut [Transfer],
+    height: u64,
+    confirmations: u32,
+) {
+    if block.tx_count() == 0 {
+        return;
+    }
+    let coinbase = block.txid(0).to_string();
+    for t in transfers.iter_mut().filter(|t| t.txid == coinbase) {
+        t.matures_at = Some(coinbase_matures_at(height, confirmations));
+    }
+}
+
+/// The final height at which a coinbase mined at `height` has
+/// [`COINBASE_MATURITY`] confirmations, where a block is final at
+/// `confirmations`.
+pub(crate) fn coinbase_matures_at(height: u64, confirmations: u32) -> u64 {
+    height.saturating_add(COINBASE_MATURITY.saturating_sub(u64::from(confirmations.max(1))))
+}
+
 /// The outputs of one loose transaction that pay watched scripts.
 pub fn scan_outputs(
     txid: &str,
@@ -69,5 +99,6 @@ fn transfer(params: &Params, txid: &str, out: &Output<'_>) -> Transfer {
         from: None,
         amount: Amount(u128::from(out.value)),
         success: true,
+        matures_at: None,
     }
 }

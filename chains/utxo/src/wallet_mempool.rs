@@ -8,7 +8,13 @@
 //! names only the waiting transactions that pay them.
 //!
 //! The wallet is paywatch's alone (a wallet holding keys is refused), is
-//! created on first use and loaded with the node from then on. Importing
+//! created on first use and loaded with the node from then on. It is of the
+//! kind the node makes by default: a legacy wallet, whose addresses go in
+//! with `importmulti`, on Litecoin Core and Bitcoin Core before 23; a
+//! descriptor wallet, whose addresses go in as `addr(...)` descriptors with
+//! `importdescriptors`, on Bitcoin Core 23 and later (26 refuses a new
+//! legacy wallet without `-deprecatedrpc=create_bdb`, later releases have
+//! none). A wallet of either kind made earlier is used as it is. Importing
 //! rescans nothing: money already waiting for an address when it is
 //! imported is seen once mined, as blocks see everything anyway.
 
@@ -24,6 +30,8 @@ use crate::rpc::{NodeRpc, RpcError};
 
 /// RPC_WALLET_NOT_FOUND: no such wallet, or it is not loaded.
 const WALLET_NOT_FOUND: i64 = -18;
+/// RPC_WALLET_ERROR: among others, a wallet kind the node cannot make.
+const WALLET_ERROR: i64 = -4;
 /// RPC_METHOD_NOT_FOUND: the node runs with `-disablewallet`.
 const METHOD_NOT_FOUND: i64 = -32601;
 /// Addresses imported per poll, so a first start with a long watch list
@@ -42,10 +50,19 @@ pub(crate) struct WalletMempool {
 
 #[derive(Default)]
 struct Imports {
-    /// The wallet was found (or made) watch-only and is loaded.
-    open: bool,
+    /// The wallet was found (or made) watch-only and is loaded: its kind.
+    open: Option<Kind>,
     /// How many of the watch set's addresses, in order, were imported.
     imported: usize,
+}
+
+/// How addresses go into the wallet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// `importmulti` with a watch-only script.
+    Legacy,
+    /// `importdescriptors` with `addr(...)`.
+    Descriptors,
 }
 
 #[derive(Deserialize)]
@@ -58,6 +75,11 @@ struct WalletInfo {
 #[derive(Deserialize)]
 struct Unspent {
     txid: String,
+}
+
+#[derive(Deserialize)]
+struct DescriptorInfo {
+    checksum: String,
 }
 
 #[derive(Deserialize)]
@@ -81,25 +103,36 @@ impl WalletMempool {
     /// importing the addresses watched since the last poll.
     pub(crate) async fn waiting_txids(&self, watch: &WatchSet) -> Result<Vec<String>, SourceError> {
         let mut state = self.state.lock().await;
-        if !state.open {
-            self.open().await?;
-            // Imports are kept by the wallet, but which of them a new wallet
-            // file or another instance made is unknown: import all again.
-            *state = Imports {
-                open: true,
-                imported: 0,
-            };
-        }
+        let kind = match state.open {
+            Some(kind) => kind,
+            None => {
+                let kind = self.open().await?;
+                // Imports are kept by the wallet, but which of them a new
+                // wallet file or another instance made is unknown: import
+                // all again.
+                *state = Imports {
+                    open: Some(kind),
+                    imported: 0,
+                };
+                kind
+            }
+        };
         let fresh = watch.addresses_from(state.imported);
         for chunk in fresh
             .chunks(IMPORTS_PER_REQUEST)
             .take(IMPORTS_PER_POLL / IMPORTS_PER_REQUEST)
         {
-            match self.import(chunk).await {
+            let imported = match kind {
+                Kind::Legacy => self.import(chunk).await,
+                Kind::Descriptors => self.import_descriptors(chunk).await,
+            };
+            match imported {
                 Ok(()) => state.imported += chunk.len(),
-                Err(e) => {
-                    state.open = !is_unloaded(&e);
-                    return Err(self.failed("importmulti", e));
+                Err((method, e)) => {
+                    if is_unloaded(&e) {
+                        state.open = None;
+                    }
+                    return Err(self.failed(method, e));
                 }
             }
         }
@@ -110,7 +143,9 @@ impl WalletMempool {
         {
             Ok(u) => u,
             Err(e) => {
-                state.open = !is_unloaded(&e);
+                if is_unloaded(&e) {
+                    state.open = None;
+                }
                 return Err(self.failed("listunspent", e));
             }
         };
@@ -121,8 +156,8 @@ impl WalletMempool {
     }
 
     /// Loads the wallet, or makes it when the node has none by that name,
-    /// and refuses one that is not a legacy watch-only wallet.
-    async fn open(&self) -> Result<(), SourceError> {
+    /// and refuses one that holds keys; returns its kind.
+    async fn open(&self) -> Result<Kind, SourceError> {
         let loaded: Vec<String> = self
             .node
             .call("listwallets", json!([]))
@@ -136,19 +171,7 @@ impl WalletMempool {
             {
                 Ok(_) => info!(wallet = %self.name, "mempool wallet loaded"),
                 Err(RpcError::Node { code, .. }) if code == WALLET_NOT_FOUND => {
-                    self.node
-                        .call::<Value>(
-                            "createwallet",
-                            json!({
-                                "wallet_name": self.name,
-                                "disable_private_keys": true,
-                                "blank": true,
-                                "load_on_startup": true,
-                            }),
-                        )
-                        .await
-                        .map_err(|e| self.failed("createwallet", e))?;
-                    info!(wallet = %self.name, "mempool wallet created");
+                    self.create().await?;
                 }
                 Err(e) => return Err(self.failed("loadwallet", e)),
             }
@@ -163,17 +186,40 @@ impl WalletMempool {
                 "holds private keys; name a wallet for paywatch alone (it is created without keys)",
             ));
         }
-        if info.descriptors {
-            return Err(self.refused(
-                "is a descriptor wallet; paywatch imports addresses into a legacy watch-only \
-                 wallet (Litecoin Core 0.21; Bitcoin Core up to 28). Unset rpc.mempool_wallet \
-                 to read the whole mempool instead",
-            ));
-        }
+        Ok(if info.descriptors {
+            Kind::Descriptors
+        } else {
+            Kind::Legacy
+        })
+    }
+
+    /// A watch-only wallet of the kind the node makes by default: `descriptors`
+    /// is left out, since Bitcoin Core 26 refuses `false` (a legacy wallet)
+    /// and a node built without SQLite refuses `true`. Only a node whose
+    /// default it cannot make (a descriptor default without SQLite) is asked
+    /// for a legacy wallet instead.
+    async fn create(&self) -> Result<(), SourceError> {
+        let mut args = json!({
+            "wallet_name": self.name,
+            "disable_private_keys": true,
+            "blank": true,
+            "load_on_startup": true,
+        });
+        let made = match self.node.call::<Value>("createwallet", args.clone()).await {
+            Err(RpcError::Node { code, message, .. })
+                if code == WALLET_ERROR && message.contains("sqlite") =>
+            {
+                args["descriptors"] = Value::Bool(false);
+                self.node.call::<Value>("createwallet", args).await
+            }
+            other => other,
+        };
+        made.map_err(|e| self.failed("createwallet", e))?;
+        info!(wallet = %self.name, "mempool wallet created");
         Ok(())
     }
 
-    async fn import(&self, addresses: &[String]) -> Result<(), RpcError> {
+    async fn import(&self, addresses: &[String]) -> Result<(), (&'static str, RpcError)> {
         let requests: Vec<Value> = addresses
             .iter()
             .map(|a| json!({"scriptPubKey": {"address": a}, "timestamp": "now", "watchonly": true}))
@@ -181,15 +227,54 @@ impl WalletMempool {
         let results: Vec<ImportResult> = self
             .wallet
             .call("importmulti", json!([requests, {"rescan": false}]))
-            .await?;
-        for (address, result) in addresses.iter().zip(&results) {
-            if !result.success {
-                // One address the node cannot take must not hold up the rest;
-                // blocks still see payments to it.
-                let error = result.error.clone().unwrap_or(Value::Null);
-                warn!(%address, %error, "the node refused to watch this address in its mempool wallet");
+            .await
+            .map_err(|e| ("importmulti", e))?;
+        warn_refused(addresses, &results);
+        Ok(())
+    }
+
+    /// Each address as an `addr(...)` descriptor: the node wants each with
+    /// its checksum, which `getdescriptorinfo` gives (one batch), and a
+    /// timestamp of "now" rescans nothing.
+    async fn import_descriptors(
+        &self,
+        addresses: &[String],
+    ) -> Result<(), (&'static str, RpcError)> {
+        let asked: Vec<Value> = addresses
+            .iter()
+            .map(|a| json!([format!("addr({a})")]))
+            .collect();
+        let infos = self
+            .node
+            .batch::<DescriptorInfo>("getdescriptorinfo", &asked)
+            .await
+            .map_err(|e| ("getdescriptorinfo", e))?;
+        let mut requests = Vec::with_capacity(addresses.len());
+        let mut taken = Vec::with_capacity(addresses.len());
+        for (address, info) in addresses.iter().zip(infos) {
+            match info {
+                Ok(info) => {
+                    requests.push(json!({
+                        "desc": format!("addr({address})#{}", info.checksum),
+                        "timestamp": "now",
+                    }));
+                    taken.push(address.clone());
+                }
+                // Not an address this node reads: blocks still see it.
+                Err(e) => {
+                    warn!(%address, error = %e, "the node refused to watch this address in its mempool wallet")
+                }
             }
         }
+        if requests.is_empty() {
+            return Ok(());
+        }
+        let results: Vec<ImportResult> = self
+            .wallet
+            .call("importdescriptors", json!([requests]))
+            .await
+            .map_err(|e| ("importdescriptors", e))?;
+        warn_refused(&taken, &results);
         Ok(())
     }
 
@@ -217,6 +302,17 @@ impl WalletMempool {
             "mempool wallet '{}' (rpc.mempool_wallet) {why}",
             self.name
         ))
+    }
+}
+
+/// One address the node cannot take must not hold up the rest; blocks still
+/// see payments to it.
+fn warn_refused(addresses: &[String], results: &[ImportResult]) {
+    for (address, result) in addresses.iter().zip(results) {
+        if !result.success {
+            let error = result.error.clone().unwrap_or(Value::Null);
+            warn!(%address, %error, "the node refused to watch this address in its mempool wallet");
+        }
     }
 }
 

@@ -98,6 +98,7 @@ fn payment(txid: &str, index: u32, to: &str, litoshi: u128) -> Transfer {
         from: None,
         amount: Amount(litoshi),
         success: true,
+        matures_at: None,
     }
 }
 

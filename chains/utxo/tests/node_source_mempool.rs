@@ -1,11 +1,17 @@
 //! `NodeSource` following a busy mempool of a real Litecoin Core regtest
-//! node through a watch-only wallet, against reading the whole txid list.
+//! node through a watch-only wallet, against reading the whole txid list;
+//! the wallet a legacy one (as Litecoin Core makes it) or a descriptor one
+//! (as Bitcoin Core 23 and later make it).
 
 use std::sync::{Arc, Mutex};
 
+use async_trait::async_trait;
+use bitcoin::hashes::Hash as _;
 use paywatch_core::{BlockSource, CanonicalStream, Network, WatchSet};
-use paywatch_testkit::{LitecoinNode, NodeOptions};
+use paywatch_testkit::rpc_proxy::{Answer, Backends, Route};
+use paywatch_testkit::{LitecoinNode, NodeOptions, RpcProxy};
 use paywatch_utxo::{watch_key, Chain, NodeConfig, NodeRpc, NodeSource, Params, RpcAuth};
+use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -272,4 +278,208 @@ async fn a_mempool_wallet_with_private_keys_is_refused_naming_the_setting() {
         err.contains("rpc.mempool_wallet") && err.contains("private keys"),
         "{err}"
     );
+}
+
+/// Bitcoin Core 26 and later in front of a real litecoind, as far as the
+/// mempool wallet meets it: `createwallet` makes a descriptor wallet unless
+/// told `descriptors: false`, which it refuses without
+/// `-deprecatedrpc=create_bdb`; a descriptor wallet says so in
+/// `getwalletinfo`, refuses `importmulti`, and takes `importdescriptors`
+/// only with each descriptor's checksum and a timestamp. (This litecoind is
+/// built without SQLite, so the wallet underneath is a legacy one, fed the
+/// same descriptors through `importmulti`.)
+#[derive(Default)]
+struct DescriptorDefault {
+    descriptor_wallets: Mutex<Vec<String>>,
+}
+
+fn rpc_error(id: &Value, code: i64, message: &str) -> Answer {
+    Answer {
+        status: 500,
+        body: json!({"result": null, "error": {"code": code, "message": message}, "id": id}),
+    }
+}
+
+impl DescriptorDefault {
+    fn is_descriptor_wallet(&self, path: &str) -> bool {
+        path.strip_prefix("/wallet/").is_some_and(|name| {
+            self.descriptor_wallets
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|w| w == name)
+        })
+    }
+
+    async fn import_descriptors(
+        &self,
+        backends: &Backends,
+        path: &str,
+        auth: Option<&str>,
+        id: &Value,
+        requests: &[Value],
+    ) -> Answer {
+        let mut results = Vec::new();
+        for request in requests {
+            let desc = request["desc"].as_str().unwrap_or_default();
+            let Some((bare, given)) = desc.split_once('#') else {
+                results.push(
+                    json!({"success": false, "error": {"code": -5, "message": "Missing checksum"}}),
+                );
+                continue;
+            };
+            if request.get("timestamp").is_none() {
+                results.push(json!({"success": false, "error": {"code": -8, "message": "Missing required timestamp field for key"}}));
+                continue;
+            }
+            let info = backends
+                .forward(
+                    0,
+                    "/",
+                    auth,
+                    &json!({"id": 0, "method": "getdescriptorinfo", "params": [bare]}),
+                )
+                .await
+                .unwrap();
+            let computed = info.body["result"]["checksum"].as_str().unwrap_or_default();
+            if computed != given {
+                results.push(json!({"success": false, "error": {"code": -5, "message":
+                    format!("Provided checksum '{given}' does not match computed checksum '{computed}'")}}));
+                continue;
+            }
+            let imported = backends
+                .forward(
+                    0,
+                    path,
+                    auth,
+                    &json!({"id": 0, "method": "importmulti", "params": [[{
+                        "desc": desc, "timestamp": request["timestamp"], "watchonly": true
+                    }], {"rescan": false}]}),
+                )
+                .await
+                .unwrap();
+            results.push(imported.body["result"][0].clone());
+        }
+        Answer {
+            status: 200,
+            body: json!({"result": results, "error": null, "id": id}),
+        }
+    }
+}
+
+#[async_trait]
+impl Route for DescriptorDefault {
+    async fn handle(
+        &self,
+        backends: &Backends,
+        path: &str,
+        auth: Option<&str>,
+        mut body: Value,
+    ) -> Answer {
+        let method = body["method"].as_str().unwrap_or_default().to_owned();
+        let id = body["id"].clone();
+        let descriptor_wallet = self.is_descriptor_wallet(path);
+        match method.as_str() {
+            "createwallet" => {
+                let params = &mut body["params"];
+                let name = params["wallet_name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                if params.get("descriptors") == Some(&Value::Bool(false)) {
+                    return rpc_error(
+                        &id,
+                        -4,
+                        "BDB wallet creation is deprecated and will be removed in a future release. \
+                         In this release it can be re-enabled temporarily with the \
+                         -deprecatedrpc=create_bdb setting.",
+                    );
+                }
+                params["descriptors"] = Value::Bool(false);
+                let answer = backends.forward(0, path, auth, &body).await.unwrap();
+                if answer.body["error"].is_null() {
+                    self.descriptor_wallets.lock().unwrap().push(name);
+                }
+                answer
+            }
+            "importmulti" if descriptor_wallet => {
+                rpc_error(&id, -4, "Only legacy wallets are supported by this command")
+            }
+            "importdescriptors" if descriptor_wallet => {
+                let requests = body["params"][0].as_array().cloned().unwrap_or_default();
+                self.import_descriptors(backends, path, auth, &id, &requests)
+                    .await
+            }
+            "importdescriptors" => rpc_error(
+                &id,
+                -4,
+                "importdescriptors is not available for non-descriptor wallets",
+            ),
+            "getwalletinfo" if descriptor_wallet => {
+                let mut answer = backends.forward(0, path, auth, &body).await.unwrap();
+                answer.body["result"]["descriptors"] = Value::Bool(true);
+                answer.body["result"]["format"] = Value::String("sqlite".to_owned());
+                answer
+            }
+            _ => backends.forward(0, path, auth, &body).await.unwrap(),
+        }
+    }
+}
+
+/// Bitcoin Core 23 and later make a descriptor wallet by default (26 and
+/// later refuse a new legacy one): paywatch used to create that wallet,
+/// then refuse it on every poll, so the mempool was never followed. The
+/// wallet it makes is the node's kind; addresses go in as `addr(...)`
+/// descriptors, checksummed, and payments show at zero confirmations.
+#[tokio::test]
+async fn a_node_that_makes_descriptor_wallets_by_default_follows_the_mempool_through_one() {
+    let node = LitecoinNode::start(NodeOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("litecoind: {e}"));
+    let core = RpcProxy::start(vec![node.rpc_url()], DescriptorDefault::default())
+        .await
+        .unwrap();
+    let watch = listing_watch();
+    // Not the paying wallet's own: it could spend a payment to itself.
+    let first = foreign_address(1);
+    watch.insert(&first);
+    let mut wallet = caught_up(
+        source(&node, core.url(), Some("paywatch-mempool"), watch.clone()),
+        &node,
+    )
+    .await;
+    assert_eq!(idle_poll(&mut wallet).await, vec![], "nothing paid yet");
+    node.send(&first, "1.5").await.unwrap();
+    assert_eq!(
+        idle_poll(&mut wallet).await,
+        vec![(first.clone(), 150_000_000)]
+    );
+
+    // An address watched later is imported the same way.
+    let second = foreign_address(2);
+    watch.insert(&second);
+    idle_poll(&mut wallet).await;
+    node.send(&second, "0.25").await.unwrap();
+    let mut both = vec![(first.clone(), 150_000_000), (second.clone(), 25_000_000)];
+    both.sort();
+    assert_eq!(idle_poll(&mut wallet).await, both);
+
+    // A second source (another instance, or a restart) finds the descriptor
+    // wallet made before and uses it as it is.
+    let mut again = caught_up(
+        source(&node, core.url(), Some("paywatch-mempool"), watch.clone()),
+        &node,
+    )
+    .await;
+    assert_eq!(idle_poll(&mut again).await, both);
+}
+
+/// A P2WPKH address of a made-up key: nobody's wallet on the node.
+fn foreign_address(n: u8) -> String {
+    let script = bitcoin::ScriptBuf::new_p2wpkh(&bitcoin::WPubkeyHash::from_byte_array([n; 20]));
+    paywatch_utxo::address_for_script(
+        &Params::new(Network::Litecoin, Chain::Regtest).unwrap(),
+        &script,
+    )
+    .unwrap()
 }

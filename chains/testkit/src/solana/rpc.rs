@@ -39,6 +39,10 @@ pub(crate) struct Served {
     pub(crate) bytes_sent: u64,
     /// Responses sent gzip-compressed.
     pub(crate) gzipped: u64,
+    /// Calls about old slots so far, for [`SolanaFault::RestoredBackend`].
+    pub(crate) round_robin: u64,
+    /// See [`SolanaNode::set_unknown_failures`](super::SolanaNode::set_unknown_failures).
+    pub(crate) unknown_failures: bool,
 }
 
 /// Bodies above this go gzip-compressed to a client that accepts it, as a
@@ -66,7 +70,10 @@ fn answer(shared: &Shared) -> Answer {
     let mut s = lock(shared);
     s.requests += 1;
     match &mut s.fault {
-        SolanaFault::None | SolanaFault::TipNotYetAvailable { .. } => Answer::Normal,
+        SolanaFault::None
+        | SolanaFault::TipNotYetAvailable { .. }
+        | SolanaFault::BlockBackendTrails
+        | SolanaFault::RestoredBackend { .. } => Answer::Normal,
         SolanaFault::Slow(d) => Answer::After(*d),
         SolanaFault::Unavailable => Answer::Unavailable,
         SolanaFault::RateLimited {
@@ -218,7 +225,83 @@ fn handle_served(s: &mut Served, req: &Value) -> Value {
                 "message":format!("Block status not yet available for slot {slot}")}});
         }
     }
-    handle(&s.ledger, req)
+    if let Some(answer) = faulted(s, req) {
+        return answer;
+    }
+    let mut answer = handle(&s.ledger, req);
+    if s.unknown_failures {
+        if let Some(result) = answer.get_mut("result") {
+            unknown_failures(result);
+        }
+    }
+    answer
+}
+
+/// The answer a fault gives instead of the ledger's, if any.
+fn faulted(s: &mut Served, req: &Value) -> Option<Value> {
+    let method = req.get("method").and_then(Value::as_str).unwrap_or("");
+    let id = req.get("id").cloned().unwrap_or(Value::Null);
+    let first = req.pointer("/params/0").and_then(Value::as_u64);
+    match s.fault {
+        SolanaFault::BlockBackendTrails => {
+            let newest = s.ledger.confirmed_slot;
+            let slot = first.filter(|slot| method == "getBlock" && *slot == newest)?;
+            // agave's RpcCustomError::BlockStatusNotAvailableYet.
+            Some(json!({"jsonrpc":"2.0","id":id,"error":{"code":-32014,
+                "message":format!("Block status not yet available for slot {slot}")}}))
+        }
+        SolanaFault::RestoredBackend {
+            first_available,
+            backends,
+        } => {
+            let old = match method {
+                "getBlock" | "getBlocksWithLimit" => first.is_some_and(|s| s < first_available),
+                "getFirstAvailableBlock" => true,
+                _ => false,
+            };
+            if !old {
+                return None;
+            }
+            let turn = s.round_robin;
+            s.round_robin += 1;
+            if !turn.is_multiple_of(backends.max(1)) {
+                return None;
+            }
+            let whole = s.ledger.first_available;
+            s.ledger.first_available = first_available.max(whole);
+            let answer = handle(&s.ledger, req);
+            s.ledger.first_available = whole;
+            Some(answer)
+        }
+        _ => None,
+    }
+}
+
+/// Every failed transaction in a getBlock or getTransaction `result` made
+/// to fail with a variant Solana's types do not know (see
+/// [`SolanaNode::set_unknown_failures`](super::SolanaNode::set_unknown_failures)).
+fn unknown_failures(result: &mut Value) {
+    let metas: Vec<&mut Value> = match result.get_mut("transactions") {
+        Some(Value::Array(txs)) => txs.iter_mut().filter_map(|t| t.get_mut("meta")).collect(),
+        _ => result.get_mut("meta").into_iter().collect(),
+    };
+    for (n, meta) in metas.into_iter().enumerate() {
+        if meta.get("err").is_none_or(Value::is_null) {
+            continue;
+        }
+        let index = meta
+            .pointer("/err/InstructionError/0")
+            .cloned()
+            .unwrap_or(json!(0));
+        let err = match n % 4 {
+            0 => json!({"InstructionError": [index, {"FutureInstructionError": {"code": 7}}]}),
+            1 => json!({"InstructionError": [index, "FutureInstructionError"]}),
+            2 => json!("FutureTransactionError"),
+            _ => json!({"FutureTransactionError": {"account_index": 1}}),
+        };
+        meta["err"] = err.clone();
+        meta["status"] = json!({ "Err": err });
+    }
 }
 
 fn handle(l: &Ledger, req: &Value) -> Value {

@@ -16,6 +16,7 @@ use tron_grpc as pb;
 use pb::transaction::contract::ContractType;
 use pb::transaction::result::ContractResult;
 
+use super::internal::{self, InternalTx, InternalTxSaving};
 use super::keys::{sha256, tron_address, tron_body, TronAccount, ADDRESS_PREFIX};
 use super::{Fault, TronNodeError, TronNodeOptions};
 
@@ -134,8 +135,8 @@ pub struct Trc20Log {
 #[derive(Debug, Clone)]
 pub(crate) struct PendingTx {
     txid: [u8; 32],
-    tx: pb::Transaction,
-    info: pb::TransactionInfo,
+    pub(super) tx: pb::Transaction,
+    pub(super) info: pb::TransactionInfo,
 }
 
 /// A block as served.
@@ -151,6 +152,8 @@ pub(crate) struct StoredBlock {
     pub ext: Vec<u8>,
     /// The encoded `TransactionInfoList`, in the block's order.
     pub infos: Vec<u8>,
+    /// What it did to balances, internal transactions included.
+    pub moves: super::balances::Moves,
 }
 
 impl StoredBlock {
@@ -189,6 +192,17 @@ impl Chain {
 
     pub fn fault(&self) -> Fault {
         self.fault
+    }
+
+    /// `address`'s account as of block `upto`.
+    pub fn account(&self, address: [u8; 21], upto: u64) -> pb::Account {
+        super::balances::account(
+            address,
+            self.blocks
+                .iter()
+                .filter(|b| b.number <= upto)
+                .map(|b| (&b.moves, b.timestamp)),
+        )
     }
 
     /// Block `number`, if it exists and is at most `upto`.
@@ -230,6 +244,9 @@ pub(crate) struct Builder {
     /// Contracts deployed so far, by name.
     contracts: HashMap<String, TronContract>,
     fill: Option<FillKit>,
+    /// What the infos of blocks made from now on keep of the internal
+    /// transactions their contracts made.
+    saving: InternalTxSaving,
 }
 
 /// What fill blocks are made of, made on first use.
@@ -305,6 +322,7 @@ impl Shared {
                 tokens: Vec::new(),
                 contracts: HashMap::new(),
                 fill: None,
+                saving: options.internal_tx,
             }),
             served: Mutex::new(std::collections::BTreeMap::new()),
         })
@@ -349,6 +367,10 @@ impl Shared {
 
     pub fn set_solidity_lag(&self, lag: u64) {
         self.write().solidity_lag = lag;
+    }
+
+    pub fn set_internal_tx_saving(&self, saving: InternalTxSaving) {
+        self.builder().saving = saving;
     }
 
     pub fn pending_len(&self) -> usize {
@@ -498,9 +520,64 @@ impl Shared {
             word_u128(1).to_vec()
         };
         self.queue(|tip, ts| {
-            let raw = trigger_raw(caller, contract.body, calldata.to_vec(), tip, ts);
+            let raw = trigger_raw(caller, contract.body, calldata.to_vec(), 0, tip, ts);
             let (txid, tx) = sign_tx(caller, raw, ContractResult::Success)?;
             let info = trigger_info(txid, contract.body, Ok((logs.clone(), result.clone())));
+            Ok(PendingTx { txid, tx, info })
+        })
+    }
+
+    pub fn contract_trx_payout(
+        &self,
+        caller: &TronAccount,
+        payer: &TronContract,
+        to: &str,
+        sun: u64,
+    ) -> Result<TxId, TronNodeError> {
+        let sun = i64::try_from(sun).map_err(|_| TronNodeError::InvalidInput {
+            what: "amount",
+            value: sun.to_string(),
+            expected: "at most i64::MAX sun".to_owned(),
+        })?;
+        let order = self.builder().queued;
+        let mut data = selector(PAYOUT_SIGNATURE).to_vec();
+        data.extend_from_slice(&sha256(&order.to_be_bytes()));
+        let paid = [InternalTx::call(payer.address(), to, sun)];
+        self.trigger_internal(caller, payer, &data, 0, &paid, true)
+    }
+
+    pub fn trigger_internal(
+        &self,
+        caller: &TronAccount,
+        contract: &TronContract,
+        calldata: &[u8],
+        call_value: i64,
+        made: &[InternalTx],
+        succeeds: bool,
+    ) -> Result<TxId, TronNodeError> {
+        // Every address must read before anything is queued.
+        internal::to_proto(&[0; 32], made, false)?;
+        self.queue(|tip, ts| {
+            let raw = trigger_raw(
+                caller,
+                contract.body,
+                calldata.to_vec(),
+                call_value,
+                tip,
+                ts,
+            );
+            let outcome = if succeeds {
+                ContractResult::Success
+            } else {
+                ContractResult::Revert
+            };
+            let (txid, tx) = sign_tx(caller, raw, outcome)?;
+            let mut info = if succeeds {
+                trigger_info(txid, contract.body, Ok((Vec::new(), Vec::new())))
+            } else {
+                trigger_info(txid, contract.body, Err(()))
+            };
+            info.internal_transactions = internal::to_proto(&txid, made, !succeeds)?;
             Ok(PendingTx { txid, tx, info })
         })
     }
@@ -635,21 +712,28 @@ impl Builder {
         &self,
         parent: &StoredBlock,
         replaced_witness: Option<usize>,
-        txs: Vec<PendingTx>,
+        mut txs: Vec<PendingTx>,
     ) -> Result<StoredBlock, TronNodeError> {
+        // Balances move whatever the infos keep.
+        let moves = super::balances::Moves::of(&txs);
+        for p in &mut txs {
+            internal::keep(self.saving, &mut p.info);
+        }
         let number = parent.number + 1;
         let mut witness = (number as usize).wrapping_add(self.generation) % WITNESS_COUNT;
         if replaced_witness == Some(witness) {
             witness = (witness + 1) % WITNESS_COUNT;
         }
-        assemble(
+        let mut block = assemble(
             number,
             parent.blockid,
             parent.timestamp + BLOCK_INTERVAL_MS,
             witness,
             &self.witnesses[witness],
             txs,
-        )
+        )?;
+        block.moves = moves;
+        Ok(block)
     }
 
     /// A generated transaction for fill blocks: 4 in 10 TRX transfers, 4
@@ -773,6 +857,7 @@ fn assemble(
             transaction_info: infos,
         }
         .encode_to_vec(),
+        moves: super::balances::Moves::default(),
     })
 }
 
@@ -950,6 +1035,7 @@ fn trigger_raw(
     from: &TronAccount,
     contract: [u8; 21],
     data: Vec<u8>,
+    call_value: i64,
     tip: &RefBlock,
     timestamp: i64,
 ) -> pb::transaction::Raw {
@@ -957,6 +1043,7 @@ fn trigger_raw(
         owner_address: from.body().to_vec(),
         contract_address: contract.to_vec(),
         data,
+        call_value,
         ..Default::default()
     }
     .encode_to_vec();
@@ -1029,7 +1116,7 @@ fn trc20_tx(
     data.extend_from_slice(&TRANSFER_SELECTOR);
     data.extend_from_slice(&word_address(&to));
     data.extend_from_slice(&word_u128(amount));
-    let raw = trigger_raw(from, token, data, tip, timestamp);
+    let raw = trigger_raw(from, token, data, 0, tip, timestamp);
     let outcome = if succeeds {
         ContractResult::Success
     } else {
@@ -1063,7 +1150,7 @@ fn payout_tx(
     let mut data = Vec::with_capacity(36);
     data.extend_from_slice(&selector);
     data.extend_from_slice(&sha256(&order.to_be_bytes()));
-    let raw = trigger_raw(caller, payer, data, tip, timestamp);
+    let raw = trigger_raw(caller, payer, data, 0, tip, timestamp);
     let (txid, tx) = sign_tx(caller, raw, ContractResult::Success)?;
     let log = transfer_log(token, payer, to, amount);
     let info = trigger_info(txid, payer, Ok((vec![log], Vec::new())));

@@ -75,6 +75,13 @@ macro_rules! grpc_service {
 
 grpc_service! {
     impl Wallet for WalletApi {
+        async fn get_account(
+            &self,
+            request: Request<pb::Account>,
+        ) -> Result<Response<pb::Account>, Status> {
+            counted(&self.shared, "Wallet/GetAccount", account(&self.shared, View::Head, &request.into_inner().address).await)
+        }
+
         async fn get_now_block2(
             &self,
             _request: Request<pb::EmptyMessage>,
@@ -118,7 +125,6 @@ grpc_service! {
         }
     }
     unimplemented {
-            get_account(pb::Account) -> pb::Account;
             get_account_by_id(pb::Account) -> pb::Account;
             get_account_balance(pb::AccountBalanceRequest) -> pb::AccountBalanceResponse;
             get_block_balance_trace(pb::block_balance_trace::BlockIdentifier) -> pb::BlockBalanceTrace;
@@ -263,6 +269,13 @@ grpc_service! {
 
 grpc_service! {
     impl WalletSolidity for SolidityApi {
+        async fn get_account(
+            &self,
+            request: Request<pb::Account>,
+        ) -> Result<Response<pb::Account>, Status> {
+            counted(&self.shared, "WalletSolidity/GetAccount", account(&self.shared, View::Solidified, &request.into_inner().address).await)
+        }
+
         async fn get_now_block2(
             &self,
             _request: Request<pb::EmptyMessage>,
@@ -299,7 +312,6 @@ grpc_service! {
         }
     }
     unimplemented {
-            get_account(pb::Account) -> pb::Account;
             get_account_by_id(pb::Account) -> pb::Account;
             list_witnesses(pb::EmptyMessage) -> pb::WitnessList;
             get_asset_issue_list(pb::EmptyMessage) -> pb::AssetIssueList;
@@ -421,6 +433,21 @@ fn block_answer(
         }
     }
     Ok(ext)
+}
+
+/// The account as of the view's block: its TRX and the mark of the last
+/// transaction it signed.
+async fn account(
+    shared: &Shared,
+    view: View,
+    address: &[u8],
+) -> Result<Response<pb::Account>, Status> {
+    gate(shared).await?;
+    let address: [u8; 21] = address
+        .try_into()
+        .map_err(|_| Status::invalid_argument("Invalid address"))?;
+    let chain = shared.read();
+    Ok(Response::new(chain.account(address, upto(&chain, view))))
 }
 
 async fn now_block(shared: &Shared, view: View) -> Result<Response<pb::BlockExtention>, Status> {

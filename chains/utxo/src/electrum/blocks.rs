@@ -168,7 +168,7 @@ impl Inner {
             return Ok(None);
         }
         let answers: Vec<Result<Value, ElectrumError>> = answers.collect();
-        let ordered = self.prove(st, height, &header, &txids, &fetch, answers)?;
+        let (ordered, coinbase) = self.prove(st, height, &header, &txids, &fetch, answers)?;
         if count > 0 && read_ahead {
             // Kept only if they follow the block handed out below them: if
             // not, the stream walks back, and asks those heights afresh.
@@ -176,13 +176,19 @@ impl Inner {
                 .then(|| Ahead::new(snapshot.hash, height, range))
                 .flatten();
         }
-        Ok(Some(self.hand_out(st, height, &header, &ordered)))
+        let mut block = self.hand_out(st, height, &header, &ordered);
+        if let Some(coinbase) = coinbase {
+            mark_coinbase(&mut block, &coinbase.to_string(), self.cfg.confirmations);
+        }
+        Ok(Some(block))
     }
 
     /// Checks each of `txids` against its merkle proof to `header` (the
     /// first `txids.len()` answers) and caches the transactions `fetch`ed
-    /// (the rest); returns `txids` in block order. A failed proof means the
-    /// histories naming the transaction are stale: they are marked for reading.
+    /// (the rest); returns `txids` in block order, and the one proven at
+    /// position 0 (the coinbase) if it is among them. A failed proof means
+    /// the histories naming the transaction are stale: they are marked for
+    /// reading.
     fn prove(
         &self,
         st: &mut State,
@@ -191,7 +197,7 @@ impl Inner {
         txids: &[Txid],
         fetch: &[Txid],
         mut answers: Vec<Result<Value, ElectrumError>>,
-    ) -> Result<Vec<Txid>, ElectrumError> {
+    ) -> Result<(Vec<Txid>, Option<Txid>), ElectrumError> {
         let at = usize::try_from(height).map_err(|e| self.bad(MERKLE, e.to_string()))?;
         let tx_answers = answers.split_off(txids.len().min(answers.len()));
         let mut placed: Vec<(usize, Txid)> = Vec::with_capacity(txids.len());
@@ -233,7 +239,9 @@ impl Inner {
             st.txs.insert(*txid, outputs);
         }
         placed.sort_unstable();
-        Ok(placed.into_iter().map(|(_, t)| t).collect())
+        // The proof checked the position against the header's merkle root.
+        let coinbase = placed.first().filter(|(pos, _)| *pos == 0).map(|(_, t)| *t);
+        Ok((placed.into_iter().map(|(_, t)| t).collect(), coinbase))
     }
 
     /// The block, with the payments in `ordered` (cached), remembered as the
@@ -251,6 +259,15 @@ impl Inner {
             timestamp: i64::from(header.time),
             transfers: self.scan(st, ordered),
         }
+    }
+}
+
+/// Gives the outputs of the block's coinbase, `coinbase`, the final height
+/// from which they count final (see [`crate::scan::mature_coinbase`]).
+fn mark_coinbase(block: &mut SourceBlock, coinbase: &str, confirmations: u32) {
+    let matures_at = crate::scan::coinbase_matures_at(block.block.height, confirmations);
+    for t in block.transfers.iter_mut().filter(|t| t.txid == coinbase) {
+        t.matures_at = Some(matures_at);
     }
 }
 

@@ -1,8 +1,8 @@
 //! The one connection to the server: opened on first use, checked to
 //! serve our chain, and dropped when it can no longer be trusted.
 
-use std::net::TcpStream;
-use std::sync::MutexGuard;
+use std::net::{TcpStream, ToSocketAddrs as _};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use electrum_client::raw_client::RawClient;
@@ -10,6 +10,7 @@ use electrum_client::{ElectrumApi as _, Param};
 use serde_json::Value;
 use tracing::debug;
 
+use super::tap::{Refusals, Tapped};
 use super::{ElectrumError, Inner, State};
 
 /// How long one read or write on the socket may take.
@@ -20,7 +21,9 @@ const CLIENT_NAME: &str = concat!("paywatch/", env!("CARGO_PKG_VERSION"));
 const PROTOCOL_VERSION: &str = "1.4";
 
 pub(super) struct Conn {
-    pub(super) client: RawClient<TcpStream>,
+    pub(super) client: RawClient<Tapped>,
+    /// The subscriptions the server refused, as the socket saw them.
+    pub(super) refusals: Arc<Mutex<Refusals>>,
     /// `watched[..subscribed]` are subscribed on this connection.
     pub(super) subscribed: usize,
     /// Set when the client's idea of its subscriptions may differ from the server's.
@@ -77,8 +80,8 @@ impl Inner {
     }
 
     fn connect(&self) -> Result<Conn, ElectrumError> {
-        let client = RawClient::new(self.addr.as_str(), Some(TIMEOUT))
-            .map_err(|e| self.error("connect", e))?;
+        let (socket, refusals) = Tapped::new(self.open_socket()?);
+        let client = RawClient::from(socket);
         client
             .raw_call(
                 "server.version",
@@ -99,9 +102,34 @@ impl Inner {
         debug!(url = %self.url, "connected to the Electrum server");
         Ok(Conn {
             client,
+            refusals,
             subscribed: 0,
             broken: false,
         })
+    }
+
+    /// The socket, as `RawClient::new` opens it: each address the name
+    /// resolves to in turn, and reads and writes bounded by [`TIMEOUT`].
+    fn open_socket(&self) -> Result<TcpStream, ElectrumError> {
+        use electrum_client::Error as E;
+        let addrs = self
+            .addr
+            .to_socket_addrs()
+            .map_err(|e| self.error("connect", E::IOError(e)))?;
+        let mut errors = Vec::new();
+        for addr in addrs {
+            match TcpStream::connect_timeout(&addr, TIMEOUT) {
+                Ok(socket) => {
+                    let timeouts = socket
+                        .set_read_timeout(Some(TIMEOUT))
+                        .and_then(|()| socket.set_write_timeout(Some(TIMEOUT)));
+                    timeouts.map_err(|e| self.error("connect", E::IOError(e)))?;
+                    return Ok(socket);
+                }
+                Err(e) => errors.push(E::IOError(e)),
+            }
+        }
+        Err(self.error("connect", E::AllAttemptsErrored(errors)))
     }
 
     pub(super) fn batch_size(&self) -> usize {

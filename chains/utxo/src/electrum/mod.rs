@@ -28,7 +28,8 @@
 //! after any transport error.
 //!
 //! Here: the source and its `BlockSource` answers. `conn` opens and keeps
-//! the connection (`genesis` checks its chain, `url` where it is), `ask`
+//! the connection (`genesis` checks its chain, `url` where it is, `tap`
+//! notes the subscriptions the server refused as the answers pass), `ask`
 //! sends batches, `chain` reads the tip and headers, `subscribe` and
 //! `history` keep the watched addresses' histories (`look_up` reads those
 //! of addresses no longer watched), `blocks` builds a block
@@ -47,6 +48,7 @@ mod history;
 mod look_up;
 mod mempool;
 mod subscribe;
+mod tap;
 mod txs;
 mod url;
 

@@ -11,6 +11,7 @@ use tracing::{debug, warn};
 
 use super::conn::Conn;
 use super::history::{Status, Watched};
+use super::tap;
 use super::{ElectrumError, Inner, State};
 use crate::address::script_for_address;
 
@@ -105,10 +106,10 @@ impl Inner {
             // The client records the subscriptions before it asks: whatever
             // goes wrong now leaves it out of step with the server.
             conn.broken = true;
-            let statuses = conn
-                .client
-                .batch_script_subscribe(scripts.iter().copied())
-                .map_err(|e| self.subscribe_error(e, start, end, count))?;
+            tap::lock(&conn.refusals).watch();
+            let statuses = conn.client.batch_script_subscribe(scripts.iter().copied());
+            let refused = tap::lock(&conn.refusals).take();
+            let statuses = statuses.map_err(|e| self.subscribe_error(e, start, end, count))?;
             if statuses.len() != scripts.len() {
                 return Err(self.bad(
                     "blockchain.scripthash.subscribe",
@@ -120,19 +121,22 @@ impl Inner {
                 ));
             }
             let mut statuses: Vec<Status> = statuses.into_iter().map(|s| s.map(|s| *s)).collect();
-            // electrum-client reads a refused subscription in a batch as "no
-            // history yet" (null). Ask for the last one again, alone: a
-            // limit the server reached within this batch refuses it too.
-            if let (Some(None), Some(last)) = (statuses.last_mut(), scripts.last()) {
-                let hash = last.to_electrum_scripthash();
+            // electrum-client reads a subscription refused in a batch as "no
+            // history yet" (null); the tap saw which. Each is asked again,
+            // alone, where its error cannot be lost: an unknown status is
+            // never taken for an empty history, and an address the server
+            // did not subscribe would never be notified about.
+            for (refused, message) in refused {
+                let Some(at) = scripts.iter().position(|s| scripthash_hex(s) == refused) else {
+                    continue;
+                };
+                debug!(url = %self.url, %message, address = start + at + 1,
+                    "the server refused a subscription in a batch; asking again alone");
                 let answer = conn
                     .client
-                    .raw_call(
-                        "blockchain.scripthash.subscribe",
-                        [Param::String(hash.as_slice().to_lower_hex_string())],
-                    )
-                    .map_err(|e| self.subscribe_error(e, end - 1, end, count))?;
-                *statuses.last_mut().expect("not empty") = self.status_in(&answer)?;
+                    .raw_call("blockchain.scripthash.subscribe", [Param::String(refused)])
+                    .map_err(|e| self.subscribe_error(e, start + at, start + at + 1, count))?;
+                statuses[at] = self.status_in(&answer)?;
             }
             conn.broken = false;
             conn.subscribed = end;
@@ -214,6 +218,13 @@ impl Inner {
     }
 }
 
+fn scripthash_hex(script: &bitcoin::Script) -> String {
+    script
+        .to_electrum_scripthash()
+        .as_slice()
+        .to_lower_hex_string()
+}
+
 /// ElectrumX: "your address subscription limit 50,000 reached", "server
 /// subscription limit 250,000 reached"; Fulcrum: "Subscription limit reached".
 fn is_subscription_limit(message: &str) -> bool {
@@ -226,7 +237,7 @@ fn is_subscription_limit(message: &str) -> bool {
 mod tests {
     use std::io::{BufRead as _, BufReader, Write as _};
     use std::net::TcpListener;
-    use std::sync::Arc;
+    use std::sync::{Arc, Mutex};
 
     use bitcoin::ScriptBuf;
     use paywatch_core::{BlockSource as _, Network, SourceError, WatchSet};
@@ -337,6 +348,149 @@ mod tests {
         ] {
             assert!(msg.contains(needle), "{needle}: {msg}");
         }
+    }
+
+    /// What [`refusing_server`] did.
+    #[derive(Default)]
+    struct Served {
+        /// Scripthashes whose subscription it accepted.
+        subscribed: Vec<String>,
+        /// Scripthashes whose history it was asked for.
+        histories: Vec<String>,
+    }
+
+    /// A one-connection ElectrumX-like server that refuses the subscription
+    /// of `refused` (an address with a history) its first `times` times, as
+    /// ElectrumX does with "history too large" or a request over its cost,
+    /// and answers each batch in reverse order, so electrum-client reads the
+    /// refusal as `null` ("no history").
+    fn refusing_server(refused: String, times: usize) -> (String, Arc<Mutex<Served>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let served = Arc::new(Mutex::new(Served::default()));
+        let log = Arc::clone(&served);
+        std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let mut out = stream.try_clone().unwrap();
+            let mut reader = BufReader::new(stream);
+            let mut refusals = 0;
+            loop {
+                let mut batch = Vec::new();
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    batch.push(serde_json::from_str::<Value>(&line).unwrap());
+                    if reader.buffer().is_empty() {
+                        break;
+                    }
+                }
+                let mut answers = Vec::new();
+                for request in batch {
+                    let id = request["id"].clone();
+                    let param = request["params"][0].as_str().unwrap_or_default().to_owned();
+                    let mut answer = match request["method"].as_str().unwrap() {
+                        "server.version" => serde_json::json!({"result": ["fake", "1.4"]}),
+                        "server.features" => {
+                            serde_json::json!({"result": {"genesis_hash": GENESIS[7].3}})
+                        }
+                        "server.ping" => serde_json::json!({"result": null}),
+                        "blockchain.headers.subscribe" => {
+                            serde_json::json!({"result": {"height": 5, "hex": "00".repeat(HEADER_LEN)}})
+                        }
+                        "blockchain.scripthash.subscribe"
+                            if param == refused && refusals < times =>
+                        {
+                            refusals += 1;
+                            serde_json::json!({"error": {"code": 1, "message": "history too large"}})
+                        }
+                        "blockchain.scripthash.subscribe" => {
+                            log.lock().unwrap().subscribed.push(param.clone());
+                            let status = (param == refused).then(|| "aa".repeat(32));
+                            serde_json::json!({ "result": status })
+                        }
+                        "blockchain.scripthash.get_history" => {
+                            log.lock().unwrap().histories.push(param.clone());
+                            serde_json::json!({"result": [{"tx_hash": "bb".repeat(32), "height": 3}]})
+                        }
+                        _ => {
+                            serde_json::json!({"error": {"code": -32601, "message": "unknown method"}})
+                        }
+                    };
+                    answer["jsonrpc"] = "2.0".into();
+                    answer["id"] = id;
+                    answers.push(answer);
+                }
+                for answer in answers.iter().rev() {
+                    writeln!(out, "{answer}").unwrap();
+                }
+            }
+        });
+        (addr, served)
+    }
+
+    /// Three watched addresses, subscribed in one batch; the scripthash of
+    /// the middle one.
+    fn three_addresses(url: String) -> (ElectrumSource, Vec<String>) {
+        let params = Params::new(Network::Litecoin, Chain::Regtest).unwrap();
+        let watch = Arc::new(
+            WatchSet::new(Network::Litecoin)
+                .keyed(crate::scan::watch_key(Network::Litecoin))
+                .listing(),
+        );
+        let mut hashes = Vec::new();
+        for i in 0..3u8 {
+            let mut script = vec![0x00, 0x14];
+            script.extend([i + 1; 20]);
+            let script = ScriptBuf::from_bytes(script);
+            hashes.push(super::scripthash_hex(&script));
+            watch.insert(&crate::address::address_for_script(&params, &script).unwrap());
+        }
+        let cfg = ElectrumConfig {
+            params,
+            url,
+            confirmations: 6,
+            batch_size: 10,
+            max_subscriptions: 10,
+            mempool: true,
+        };
+        (ElectrumSource::new(cfg, watch).unwrap(), hashes)
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_subscription_refused_mid_batch_is_asked_again_not_read_as_no_history() {
+        let hashes = three_addresses("tcp://127.0.0.1:1".to_owned()).1;
+        let (addr, served) = refusing_server(hashes[1].clone(), 1);
+        let (source, _) = three_addresses(addr);
+        source.tip().await.expect("the second asking is answered");
+        let served = served.lock().unwrap();
+        let mut subscribed = served.subscribed.clone();
+        subscribed.sort();
+        let mut all = hashes.clone();
+        all.sort();
+        assert_eq!(
+            subscribed, all,
+            "every address is subscribed on the server, so it notifies about each"
+        );
+        assert_eq!(
+            served.histories,
+            vec![hashes[1].clone()],
+            "the refused address's history is read, not taken as empty"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_subscription_refused_again_alone_is_an_error_never_an_empty_history() {
+        let hashes = three_addresses("tcp://127.0.0.1:1".to_owned()).1;
+        let (addr, served) = refusing_server(hashes[1].clone(), usize::MAX);
+        let (source, _) = three_addresses(addr);
+        let err = source
+            .tip()
+            .await
+            .expect_err("an address whose status is unknown cannot be followed");
+        assert!(err.to_string().contains("history too large"), "{err}");
+        assert!(served.lock().unwrap().histories.is_empty());
     }
 
     #[test]
