@@ -87,6 +87,17 @@ pub(crate) struct WatcherMetrics {
     dormant_addresses: AtomicU64,
     /// Dormant addresses the sweep found money at and put back.
     dormant_woken: AtomicU64,
+    /// Addresses whose node balance the backstop compared with the money
+    /// recorded.
+    backstop_checked: AtomicU64,
+    /// Addresses it could not compare: they had sent something (swept).
+    backstop_swept: AtomicU64,
+    /// Differences it recorded: money no recorded transfer explains.
+    unexplained_balances: AtomicU64,
+    /// Blocks handed out without every transfer (an Ethereum block the
+    /// node could not trace) still read again, and given up on.
+    unread_blocks: AtomicU64,
+    unread_blocks_given_up: AtomicU64,
 }
 
 impl WatcherMetrics {
@@ -114,6 +125,21 @@ impl WatcherMetrics {
 
     pub(crate) fn set_dormant_addresses(&self, count: u64) {
         self.dormant_addresses.store(count, Ordering::Relaxed);
+    }
+
+    pub(crate) fn record_backstop(&self, checked: u64, swept: u64) {
+        self.backstop_checked.fetch_add(checked, Ordering::Relaxed);
+        self.backstop_swept.fetch_add(swept, Ordering::Relaxed);
+    }
+
+    pub(crate) fn set_unread_blocks(&self, unread: paywatch_core::UnreadBlocks) {
+        self.unread_blocks.store(unread.waiting, Ordering::Relaxed);
+        self.unread_blocks_given_up
+            .store(unread.given_up, Ordering::Relaxed);
+    }
+
+    pub(crate) fn record_unexplained_balance(&self) {
+        self.unexplained_balances.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn record_dormant_woken(&self, count: u64) {
@@ -574,7 +600,7 @@ fn render_stored(out: &mut Text, stored: &Stored) {
 /// The families this process knows by itself, present even when the
 /// database does not answer.
 fn render_process(out: &mut Text, scrape: &Scrape) {
-    let counters: [(&str, &str, &str, CountOf); 8] = [
+    let counters: [(&str, &str, &str, CountOf); 13] = [
         (
             "paywatch_reorgs_total",
             "counter",
@@ -622,6 +648,36 @@ fn render_process(out: &mut Text, scrape: &Scrape) {
             "counter",
             "Dormant addresses at which this process's sweep found money, and put back in the live watch set.",
             |m| m.dormant_woken.load(Ordering::Relaxed),
+        ),
+        (
+            "paywatch_backstop_checked_total",
+            "counter",
+            "Addresses whose node balance this process's balance backstop compared with the money recorded (Ethereum without traces, Tron).",
+            |m| m.backstop_checked.load(Ordering::Relaxed),
+        ),
+        (
+            "paywatch_backstop_swept_total",
+            "counter",
+            "Addresses the balance backstop could not compare because they had sent something (a merchant's sweep): it sees nothing there after.",
+            |m| m.backstop_swept.load(Ordering::Relaxed),
+        ),
+        (
+            "paywatch_unexplained_balances_total",
+            "counter",
+            "Balance gaps this process recorded: money at an issued address that no recorded transfer explains (alert unexplained_balance, GET /v1/review-queue balance_gaps).",
+            |m| m.unexplained_balances.load(Ordering::Relaxed),
+        ),
+        (
+            "paywatch_untraced_blocks",
+            "gauge",
+            "Ethereum blocks handed out without their traces (the node could not trace them) whose ETH sent by contracts this process still asks for.",
+            |m| m.unread_blocks.load(Ordering::Relaxed),
+        ),
+        (
+            "paywatch_untraced_blocks_given_up_total",
+            "counter",
+            "Ethereum blocks this process gave up tracing after rpc.trace_retry_secs (alert eth_traces_unavailable): ETH sent by contracts in them may be unseen, and the balance backstop compares their addresses.",
+            |m| m.unread_blocks_given_up.load(Ordering::Relaxed),
         ),
     ];
     for (name, kind, help, value) in counters {

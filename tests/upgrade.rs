@@ -13,7 +13,10 @@ use paywatch::ingest::Ingest;
 use paywatch::reconcile::{Reconciler, Status};
 use paywatch_core::{Amount, Asset, AssetId, BlockRef, Network, Transfer};
 
-on_both_databases!(a_database_from_before_the_money_path_keeps_its_meaning_after_the_upgrade);
+on_both_databases!(
+    a_database_from_before_the_money_path_keeps_its_meaning_after_the_upgrade,
+    internal_eth_keyed_among_all_frames_is_met_again_under_its_new_key_without_a_second_row,
+);
 
 const NOW: i64 = 1_700_000_000_000;
 const ETH_BLOCK: &str = "0xb10c";
@@ -126,6 +129,7 @@ async fn a_database_from_before_the_money_path_keeps_its_meaning_after_the_upgra
                 from: None,
                 amount: Amount(100_000_000),
                 success: true,
+                matures_at: None,
             }],
         )
         .await
@@ -157,4 +161,84 @@ async fn settlement(store: &paywatch::store::Store, intent: i64) -> (String, Opt
     let credits = store.count_raw(&one("credits")).await.unwrap();
     let via = ["", "support", "chain", "balance"][via as usize];
     (via.to_owned(), (reversed >= 0).then_some(reversed), credits)
+}
+
+/// Issue 37, found 10: internal ETH was keyed by its place among all call
+/// frames (precompile calls included, which clients list differently); it
+/// is now keyed among the value-moving frames. A payment stored the old
+/// way (2^31 + 3), then met again by a rescan under its new key
+/// (2^31 + 1), is that payment: nothing is recorded twice, and a claim on
+/// it moves with it.
+async fn internal_eth_keyed_among_all_frames_is_met_again_under_its_new_key_without_a_second_row(
+    b: Backend,
+) {
+    let db = TestDb::empty(b).await;
+    let store = db.store.clone();
+    store.migrate_until(50).await.unwrap();
+    let old_key: i64 = (1 << 31) + 3;
+    for sql in [
+        "INSERT INTO chain_state (network, cursor_height, cursor_hash, start_height, final_height, updated_at) \
+         VALUES ('ethereum', 7, '0xb10c', 7, 7, 1)"
+            .to_owned(),
+        "INSERT INTO blocks (network, hash, height, parent, block_time, connected_at) \
+         VALUES ('ethereum', '0xb10c', 7, '0xb10b', 5, 5)"
+            .to_owned(),
+        format!(
+            "INSERT INTO transfers (network, asset, txid, idx, block_hash, block_height, block_time, \
+             to_address, amount, tx_status, first_seen_at) VALUES ('ethereum', 'ETH', '0x5afe', {old_key}, \
+             '0xb10c', 7, 5, '{SHOP_ETH}', '40000000000000000', 'success', 6)"
+        ),
+        // Top-level ETH keeps its key, 2^31.
+        format!(
+            "INSERT INTO transfers (network, asset, txid, idx, block_hash, block_height, block_time, \
+             to_address, amount, tx_status, first_seen_at) VALUES ('ethereum', 'ETH', '0x70b1', {}, \
+             '0xb10c', 7, 5, '{SHOP_ETH}', '1', 'success', 6)",
+            1i64 << 31
+        ),
+    ] {
+        store.execute_raw(&sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    store.migrate().await.expect("the upgrade applies");
+    assert_eq!(
+        store
+            .count_raw("SELECT idx FROM transfers WHERE txid = '0x70b1'")
+            .await
+            .unwrap(),
+        1 << 31,
+        "top-level ETH keeps its key"
+    );
+
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(NOW));
+    let ingest = Ingest::new(store.clone(), clock);
+    let added = ingest
+        .backfill(
+            Network::Ethereum,
+            &BlockRef {
+                height: 7,
+                hash: ETH_BLOCK.into(),
+                parent: "0xb10b".into(),
+            },
+            0,
+            &[Transfer {
+                network: Network::Ethereum,
+                asset: AssetId::Known(Asset::Eth),
+                txid: "0x5afe".into(),
+                index: (1 << 31) + 1,
+                to: SHOP_ETH.into(),
+                from: None,
+                amount: Amount(40_000_000_000_000_000),
+                success: true,
+                matures_at: None,
+            }],
+        )
+        .await
+        .unwrap();
+    assert_eq!(added, 0, "the stored payment, met under its new key");
+    assert_eq!(
+        store
+            .count_raw("SELECT COUNT(*) FROM transfers WHERE txid = '0x5afe'")
+            .await
+            .unwrap(),
+        1
+    );
 }

@@ -3,8 +3,10 @@
 //! `openapi/v1.json` and served at /v1/openapi.json.
 
 mod auth;
+mod balance_gaps;
 pub(crate) mod bounded_listener;
 pub(crate) mod connections;
+mod credits;
 mod customer_view;
 mod error;
 mod events;
@@ -125,6 +127,10 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/cases/{id}", get(support::case))
         .route("/v1/cases/{id}/actions", post(support::act))
         .route("/v1/review-queue", get(operator::review_queue))
+        .route(
+            "/v1/balance-gaps/{id}/handled",
+            post(balance_gaps::mark_handled),
+        )
         .route("/v1/exports/settlements", get(export::settlements))
         .route("/v1/watchers", get(operator::watchers))
         .route(
@@ -135,6 +141,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/accounts/{account}/balance", get(storefront::balance))
         .route("/v1/accounts/{account}/ledger", get(storefront::ledger))
         .route("/v1/accounts/{account}/debits", post(storefront::debit))
+        .route("/v1/accounts/{account}/credits", post(credits::credit_back))
         .merge(webhooks::routes())
         .merge(crate::console::routes())
         .merge(crate::pay::routes())

@@ -124,7 +124,41 @@ pub(crate) async fn review_queue(
             })
         })
         .collect();
-    Ok(Json(json!({"items": items, "lost_window_transfers": lost})))
+    let spam: Vec<Value> = s
+        .ctx
+        .store
+        .spam_transfers(limit)
+        .await?
+        .iter()
+        .map(|t| {
+            json!({
+                "transfer_id": t.transfer.id,
+                "network": t.transfer.network.as_str(),
+                "asset": t.transfer.asset.code(),
+                "txid": t.transfer.txid,
+                "index": t.transfer.index,
+                "to_address": t.transfer.to,
+                "from_address": t.transfer.from,
+                "amount": t.transfer.amount.to_string(),
+                "block_height": t.transfer.block_height.to_string(),
+                "intent_id": t.intent_id,
+            })
+        })
+        .collect();
+    let gaps: Vec<Value> = s
+        .ctx
+        .store
+        .open_balance_gaps(limit)
+        .await?
+        .iter()
+        .map(super::balance_gaps::gap_json)
+        .collect();
+    Ok(Json(json!({
+        "items": items,
+        "lost_window_transfers": lost,
+        "spam_transfers": spam,
+        "balance_gaps": gaps,
+    })))
 }
 
 /// One enabled network's watcher, as its last progress recorded it.

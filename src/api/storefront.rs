@@ -399,6 +399,27 @@ pub(crate) async fn ledger(
     })))
 }
 
+/// `usd_amount` of a balance movement, in cents: above 0, at most 10^8 USD.
+pub(crate) fn usd_cents_of(usd_amount: &str) -> Result<i64, ApiError> {
+    let cents = Amount::parse_decimal("usd_amount", usd_amount, 2).map_err(|e| {
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "amount_invalid",
+            e.to_string(),
+        )
+    })?;
+    i64::try_from(cents.0)
+        .ok()
+        .filter(|c| *c > 0 && *c <= 10_000_000_000)
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "amount_invalid",
+                format!("usd_amount: '{usd_amount}' must be above 0 and at most 100000000"),
+            )
+        })
+}
+
 pub(crate) async fn debit(
     State(s): State<ApiState>,
     headers: HeaderMap,
@@ -416,26 +437,7 @@ pub(crate) async fn debit(
         ApiError::invalid("Idempotency-Key: required, so a retried debit is never taken twice")
     })?;
     let account = label("account", &account, 200)?;
-    let cents = Amount::parse_decimal("usd_amount", &usd_amount, 2).map_err(|e| {
-        ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "amount_invalid",
-            e.to_string(),
-        )
-    })?;
-    let cents = i64::try_from(cents.0)
-        .ok()
-        .filter(|c| *c > 0 && *c <= 10_000_000_000)
-        .ok_or_else(|| {
-            ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "amount_invalid",
-                format!(
-                    "usd_amount: '{}' must be above 0 and at most 100000000",
-                    usd_amount
-                ),
-            )
-        })?;
+    let cents = usd_cents_of(&usd_amount)?;
     let outcome = s
         .ctx
         .reconciler

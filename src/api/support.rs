@@ -226,8 +226,11 @@ fn required<'a>(name: &str, v: &'a Option<String>) -> Result<&'a str, ApiError> 
 }
 
 /// A refund's destination and transaction, read with the parsers of the
-/// intent's network: money sent to a mistyped or wrong-network address is
-/// lost, and a refund recorded under a txid nobody can find proves nothing.
+/// network the money arrived on: the intent's, or its twin's when the
+/// payment came on the wrong network (USDT sent on Tron to an Ethereum
+/// intent's address goes back on Tron). Money sent to a mistyped or
+/// wrong-network address is lost, and a refund recorded under a txid
+/// nobody can find proves nothing.
 async fn chain_fields(
     s: &ApiState,
     id: i64,
@@ -236,14 +239,13 @@ async fn chain_fields(
     if r.destination.is_none() && r.txid.is_none() {
         return Ok((None, None));
     }
-    let network = s
+    let intent = s
         .ctx
         .store
         .intent(id)
         .await?
-        .ok_or_else(|| ApiError::not_found(format!("no intent {id}")))?
-        .method
-        .network();
+        .ok_or_else(|| ApiError::not_found(format!("no intent {id}")))?;
+    let network = refund_network(&intent);
     let destination = r
         .destination
         .as_deref()
@@ -257,6 +259,18 @@ async fn chain_fields(
         .transpose()
         .map_err(|why| ApiError::invalid(format!("txid: {why}")))?;
     Ok((destination, txid))
+}
+
+/// Where a refund of `intent`'s owed money goes out: on the network the
+/// money came on.
+fn refund_network(intent: &IntentRecord) -> paywatch_core::Network {
+    let own = intent.method.network();
+    match intent.exception {
+        Some(crate::reconcile::Exception::WrongNetwork) => {
+            crate::twin::twin_network(own).unwrap_or(own)
+        }
+        _ => own,
+    }
 }
 
 /// Checks and performs one support action under `key`, in one transaction

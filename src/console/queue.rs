@@ -10,7 +10,7 @@ use super::parts::{amount_due, case_link, transfer_amount, transfer_state, what}
 use super::session::{self, VIEWERS};
 use super::time::age;
 use crate::api::{queue_items, ApiState, QueueItem};
-use crate::store::LostWindowTransfer;
+use crate::store::{BalanceGap, LostWindowTransfer, SpamTransfer};
 
 /// As many as a person can work through on one page; the API pages further.
 const SHOWN: i64 = 200;
@@ -47,7 +47,99 @@ pub(crate) async fn page(
         .await
         .map_err(|e| html::error_page(&e.into(), Some(role)))?;
     lost_window(&mut h, &lost);
+    let spam = s
+        .ctx
+        .store
+        .spam_transfers(SHOWN)
+        .await
+        .map_err(|e| html::error_page(&e.into(), Some(role)))?;
+    spam_tokens(&mut h, &spam);
+    let gaps = s
+        .ctx
+        .store
+        .open_balance_gaps(SHOWN)
+        .await
+        .map_err(|e| html::error_page(&e.into(), Some(role)))?;
+    balance_gaps(&mut h, &gaps);
     Ok(html::page(StatusCode::OK, "Review queue", Some(role), &h))
+}
+
+/// Money a node holds at an issued address beyond what paywatch recorded:
+/// a contract's payment its source cannot see. Shown, never settled.
+fn balance_gaps(h: &mut Html, gaps: &[BalanceGap]) {
+    if gaps.is_empty() {
+        return;
+    }
+    h.raw("<h2>Money arrived that no transfer explains</h2><p>")
+        .text(gaps.len())
+        .raw(
+            " addresses hold more of their network's coin than paywatch recorded arriving \
+             (ETH or TRX a contract sent, which the source cannot see without traces or \
+             internal transactions). The intents are left as they are: look the address up \
+             on the chain, settle or refund by hand, then mark the gap handled \
+             (<code>POST /v1/balance-gaps/{id}/handled</code> with who and what was done).</p><table id=\"balance-gaps\">\
+             <thead><tr><th>Gap</th><th>Network</th><th>Address</th><th>Unexplained</th>\
+             <th>Node balance</th><th>Recorded</th><th>Height</th><th>Intent</th></tr>\
+             </thead><tbody>",
+        );
+    for g in gaps {
+        h.raw("<tr>").cells(&[
+            &g.id,
+            &g.network,
+            &g.address,
+            &format!("{} base units", g.unexplained),
+            &g.node_balance,
+            &g.counted,
+            &g.height,
+        ]);
+        h.raw("<td>");
+        match g.intent_id {
+            Some(id) => case_link(h, id),
+            None => {
+                h.raw("—");
+            }
+        }
+        h.raw("</td></tr>");
+    }
+    h.raw("</tbody></table>");
+}
+
+/// Tokens that are no method's asset: recorded and shown, never a case.
+fn spam_tokens(h: &mut Html, spam: &[SpamTransfer]) {
+    if spam.is_empty() {
+        return;
+    }
+    h.raw("<h2>Tokens that are no payment method (spam)</h2><p>")
+        .text(spam.len())
+        .raw(
+            " newest transfers of tokens none of the payment methods accepts: \
+             address poisoning and look-alike dust. They never change an intent's \
+             status; a customer who sent a real token by mistake is a support case.</p>\
+             <table id=\"spam\"><thead><tr><th>Transfer</th><th>Network</th><th>Token</th>\
+             <th>To</th><th>From</th><th>Amount</th><th>Transaction</th><th>Intent</th>\
+             </tr></thead><tbody>",
+        );
+    for s in spam {
+        let t = &s.transfer;
+        h.raw("<tr>").cells(&[
+            &t.id,
+            &t.network,
+            &t.asset.code(),
+            &t.to,
+            &or_dash(t.from.as_deref()),
+            &format!("{} base units", t.amount),
+            &t.txid,
+        ]);
+        h.raw("<td>");
+        match s.intent_id {
+            Some(id) => case_link(h, id),
+            None => {
+                h.raw("—");
+            }
+        }
+        h.raw("</td></tr>");
+    }
+    h.raw("</tbody></table>");
 }
 
 /// Payments to addresses a restore-check marked: no intent here knows them,

@@ -57,6 +57,10 @@ pub(crate) const WORDS: &[(&str, &str)] = &[
         "This order was already paid; more money arrived. The shop's support will review it.",
     ),
     (
+        "paid_late_beside_settlement",
+        "This order was paid; a second payment arrived after it expired. The shop's support will review it.",
+    ),
+    (
         "paid_after_decision",
         "Money arrived after the shop's support closed this payment. They will review it.",
     ),

@@ -101,6 +101,7 @@ impl Reconciler {
                 .map(str::to_owned)
                 .or_else(|| p.order.map(|o| format!("order {o}")))
                 .unwrap_or_default(),
+            returns_entry: None,
         };
         store
             .post_ledger(&mut tx, std::slice::from_ref(&posting), now)
@@ -119,6 +120,9 @@ impl Reconciler {
                         via: "balance",
                         decision_id: None,
                         debit_key: Some(&entry_key),
+                        tolerance_bp: None,
+                        tolerance_max: None,
+                        rate_usd: None,
                     }],
                     now,
                 )

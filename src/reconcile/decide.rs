@@ -8,7 +8,7 @@
 //! |-----------------------------------------------|------------------------------------------------------|
 //! | settled, and what it stood on is gone         | `needs_review/reversed`; the credit is taken back    |
 //! | settled, reversed, and its money is back      | credited again; then as below                        |
-//! | settled, reversed, money still gone           | `needs_review/reversed`, or `resolved` if support closed it since |
+//! | settled, reversed, money still gone           | `needs_review/reversed`, or `resolved` if support closed it since (new final money since: `needs_review`) |
 //! | settled, new final money since (or since support last closed it) | `needs_review/duplicate` (or wrong asset/network) |
 //! | settled, closed by support                    | `resolved` with support's outcome                    |
 //! | settled by support                            | `resolved/paid_by_support`                           |
@@ -64,6 +64,9 @@ pub struct Verdict {
     pub amount_pending: Amount,
     pub amount_excess: Amount,
     pub money: MoneyMove,
+    /// Row ids of the intent's own money, final, made after its expiry:
+    /// never what a settlement stands on, so support may refund it.
+    pub late_rows: Vec<i64>,
 }
 
 /// The intent's money, sorted by when it was made and whether it is final.
@@ -81,13 +84,15 @@ struct Tally {
     timely_standing: u128,
     /// Final transfers of another asset or network, by row id.
     foreign_final: Vec<i64>,
+    /// Row ids of `late_final`.
+    late_rows: Vec<i64>,
 }
 
 impl Tally {
     fn of(f: &IntentFacts<'_>) -> Tally {
         let mut t = Tally::default();
         let network = f.method.network();
-        for s in f.transfers.iter().filter(|s| s.live()) {
+        for s in f.transfers.iter().filter(|s| s.live() && !s.is_spam()) {
             let is_final = f.is_final(s);
             if s.network != network || s.asset != Some(f.method.asset()) {
                 if is_final {
@@ -116,7 +121,10 @@ impl Tally {
                 }
                 (true, true) => t.timely_tardy += v,
                 (true, false) => t.timely_pending += v,
-                (false, true) => t.late_final += v,
+                (false, true) => {
+                    t.late_final += v;
+                    t.late_rows.push(s.id);
+                }
                 (false, false) => t.late_pending += v,
             }
         }
@@ -137,7 +145,7 @@ impl Tally {
 }
 
 pub fn decide(f: &IntentFacts<'_>) -> Verdict {
-    let tally = Tally::of(f);
+    let mut tally = Tally::of(f);
     let r = rule(f, &tally);
     let amount_final = tally.final_total();
     Verdict {
@@ -149,6 +157,7 @@ pub fn decide(f: &IntentFacts<'_>) -> Verdict {
         amount_pending: Amount(tally.pending_total()),
         amount_excess: Amount(amount_final.saturating_sub(f.amount_due.0)),
         money: r.money,
+        late_rows: std::mem::take(&mut tally.late_rows),
     }
 }
 
@@ -192,6 +201,16 @@ impl Ruling {
 fn rule(f: &IntentFacts<'_>, t: &Tally) -> Ruling {
     use Exception as X;
     use Status as S;
+    // A settlement is judged by the terms it was made under: a tolerance
+    // changed since changes only what has not settled yet.
+    let terms;
+    let f = match f.settlement.and_then(|s| s.tolerance) {
+        Some(tolerance) => {
+            terms = IntentFacts { tolerance, ..*f };
+            &terms
+        }
+        None => f,
+    };
     let due = f.amount_due.0;
     let least = f.tolerance.least_accepted(f.amount_due);
 
@@ -212,7 +231,7 @@ fn rule(f: &IntentFacts<'_>, t: &Tally) -> Ruling {
             }
             (Some(reversed_at), false) => {
                 return match f.closing.filter(|c| c.at_ms >= reversed_at) {
-                    Some(c) => resolved(f, &c),
+                    Some(c) => closed(f, &c),
                     None => Ruling::new(
                         S::NeedsReview,
                         Reason::StillReversed {
@@ -227,9 +246,18 @@ fn rule(f: &IntentFacts<'_>, t: &Tally) -> Ruling {
             (None, true) => MoneyMove::None,
         };
         let since = f.closing.and_then(|c| c.through).max(settlement.through);
-        let (extra, foreign) = new_final_money(f, since);
+        // Support's settlements from before decisions were recorded named
+        // no payments and kept no row id: what they covered is not known,
+        // so only money after a later decision is news there.
+        let legacy = settlement.via == (Via::Support { decision: None }) && since.is_none();
+        let (extra, foreign) = if legacy {
+            (0, Vec::new())
+        } else {
+            new_final_money(f, since)
+        };
         if extra > 0 {
-            return Ruling::new(S::NeedsReview, Reason::AfterSettlement { extra })
+            let late = late_since(f, t, since);
+            return Ruling::new(S::NeedsReview, Reason::AfterSettlement { extra, late })
                 .exception(X::Duplicate)
                 .outcome(outcome_of(f))
                 .money(money);
@@ -277,18 +305,7 @@ fn rule(f: &IntentFacts<'_>, t: &Tally) -> Ruling {
                 decision: Some(c.decision),
             }));
         }
-        let (extra, foreign) = new_final_money(f, c.through);
-        if extra > 0 || !foreign.is_empty() {
-            let exception = if extra > 0 {
-                X::Duplicate
-            } else {
-                foreign_exception(f, foreign.clone()).0
-            };
-            return Ruling::new(S::NeedsReview, Reason::AfterDecision { extra, foreign })
-                .exception(exception)
-                .outcome(outcome_of(f));
-        }
-        return resolved(f, c);
+        return closed(f, c);
     }
 
     let expired = f.now_ms > f.expires_at_ms;
@@ -413,16 +430,16 @@ fn stands(f: &IntentFacts<'_>, s: &SettlementFacts<'_>, t: &Tally, least: u128) 
 }
 
 /// Final money recorded after row `since`, not a re-sighting of a payment
-/// known by then: the intent's own method's amount, and other money by row id.
+/// known by then: the intent's own method's amount, and other money by row
+/// id. `None` is a decision or settlement made when nothing had arrived:
+/// every payment since is news.
 fn new_final_money(f: &IntentFacts<'_>, since: Option<i64>) -> (u128, Vec<i64>) {
-    let Some(since) = since else {
-        return (0, Vec::new());
-    };
+    let since = since.unwrap_or(i64::MIN);
     let (mut extra, mut foreign) = (0u128, Vec::new());
     for s in f
         .transfers
         .iter()
-        .filter(|s| f.is_final(s) && recorded_after(s, since, f.transfers))
+        .filter(|s| !s.is_spam() && f.is_final(s) && recorded_after(s, since, f.transfers))
     {
         if s.network == f.method.network() && s.asset == Some(f.method.asset()) {
             extra += s.amount.0;
@@ -439,6 +456,18 @@ fn paid(f: &IntentFacts<'_>, t: &Tally, money: MoneyMove) -> Ruling {
         return Ruling::new(Status::NeedsReview, reason)
             .exception(exception)
             .money(money);
+    }
+    // Money sent after the expiry is never an excess of the payment that
+    // settled: crediting it at the rate locked at creation would give the
+    // payer an option on the price. It is a late duplicate for a person,
+    // whichever order its rows were recorded in.
+    if t.late_final > 0 {
+        return Ruling::new(
+            Status::NeedsReview,
+            Reason::LateBesideSettlement { late: t.late_final },
+        )
+        .exception(Exception::Duplicate)
+        .money(money);
     }
     let received = t.final_total();
     let excess = received.saturating_sub(f.amount_due.0);
@@ -467,6 +496,27 @@ fn worth_a_cent(f: &IntentFacts<'_>, excess: u128) -> bool {
     excess
         .checked_mul(cents)
         .is_none_or(|value| value >= f.amount_due.0)
+}
+
+/// A case support closed stays closed until final money arrives after the
+/// decision: that is news for a person, never settled by itself, whatever
+/// the case was (a reversed settlement's included).
+fn closed(f: &IntentFacts<'_>, c: &Closing) -> Ruling {
+    let (extra, foreign) = new_final_money(f, c.through);
+    if extra == 0 && foreign.is_empty() {
+        return resolved(f, c);
+    }
+    let exception = if extra > 0 {
+        Exception::Duplicate
+    } else {
+        foreign_exception(f, foreign.clone()).0
+    };
+    Ruling::new(
+        Status::NeedsReview,
+        Reason::AfterDecision { extra, foreign },
+    )
+    .exception(exception)
+    .outcome(outcome_of(f))
 }
 
 fn resolved(f: &IntentFacts<'_>, c: &Closing) -> Ruling {
@@ -517,6 +567,17 @@ fn foreign_exception(f: &IntentFacts<'_>, transfers: Vec<i64>) -> (Exception, Re
     } else {
         (Exception::WrongAsset, Reason::WrongAsset { transfers })
     }
+}
+
+/// Of the money [`new_final_money`] found since `since`, the part the tally
+/// found made after the intent expired, so a person sees its lateness.
+fn late_since(f: &IntentFacts<'_>, t: &Tally, since: Option<i64>) -> u128 {
+    let since = since.unwrap_or(i64::MIN);
+    f.transfers
+        .iter()
+        .filter(|s| t.late_rows.contains(&s.id) && recorded_after(s, since, f.transfers))
+        .map(|s| s.amount.0)
+        .sum()
 }
 
 /// Whether this payment was first recorded after row `through`: a later
@@ -578,6 +639,7 @@ mod tests {
             amount: Amount(amount),
             success: true,
             block_height: height,
+            final_from: height,
             block_time_ms: first_seen_ms,
             next_block_time_ms: 0,
             first_seen_ms,
@@ -669,6 +731,7 @@ mod tests {
             reversed_at_ms: None,
             basis: &[],
             basis_payments: 0,
+            tolerance: None,
         }
     }
 
@@ -819,6 +882,7 @@ mod tests {
             reversed_at_ms: None,
             basis: &t,
             basis_payments: 1,
+            tolerance: None,
         });
         f.now_ms = EXPIRY + 9_000;
         let v = decide(&f);
@@ -841,6 +905,7 @@ mod tests {
             reversed_at_ms: None,
             basis: &gone,
             basis_payments: 1,
+            tolerance: None,
         });
         let v = decide(&f);
         assert_eq!(
@@ -858,6 +923,7 @@ mod tests {
             SeenTransfer {
                 id: 2,
                 block_height: 11,
+                final_from: 11,
                 orphaned: false,
                 ..gone[0]
             },

@@ -64,6 +64,7 @@ pub(crate) fn posting(intent: &IntentRecord, cents: i64, round: i64) -> LedgerPo
             intent.reference,
             if cents > 0 { "" } else { ", taken back" }
         ),
+        returns_entry: None,
     }
 }
 

@@ -23,6 +23,9 @@ pub struct SeenTransfer<'a> {
     pub amount: Amount,
     pub success: bool,
     pub block_height: u64,
+    /// The final height from which it counts final: its block's, or later
+    /// for a coinbase output (100 blocks).
+    pub final_from: u64,
     /// 0 or less when the chain gave no time.
     pub block_time_ms: i64,
     /// The time of the next block on the chain; 0 when unknown (none yet,
@@ -46,13 +49,20 @@ impl SeenTransfer<'_> {
             && (std::ptr::eq(self.txid, other.txid) || self.txid == other.txid)
     }
 
+    /// A token that is none of the payment methods' assets: address
+    /// poisoning and look-alike dust land at busy addresses within hours.
+    /// Recorded and shown on the case, it never changes an intent's status.
+    pub fn is_spam(&self) -> bool {
+        self.asset.is_none()
+    }
+
     /// Still on the chain (or in the mempool) and successful: it moved money.
     pub fn live(&self) -> bool {
         self.success && !self.orphaned
     }
 
     pub fn is_final(&self, final_height: Option<u64>) -> bool {
-        self.live() && !self.unmined && final_height.is_some_and(|h| self.block_height <= h)
+        self.live() && !self.unmined && final_height.is_some_and(|h| self.final_from <= h)
     }
 
     /// Final now, or counted final once and still on the chain: what a
@@ -107,6 +117,9 @@ pub struct SettlementFacts<'a> {
     pub basis: &'a [SeenTransfer<'a>],
     /// For [`Via::Support`]: how many distinct payments the decision named.
     pub basis_payments: usize,
+    /// The tolerance in force when it settled, which judges it for as long
+    /// as it stands; `None` for settlements made before terms were kept.
+    pub tolerance: Option<Tolerance>,
 }
 
 /// What support may decide on a case.

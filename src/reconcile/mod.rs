@@ -4,6 +4,7 @@
 //! in the same transaction as the verdict they lead to.
 
 mod balance;
+mod credit_back;
 mod decide;
 mod events;
 mod excess;
@@ -24,6 +25,7 @@ use paywatch_core::{Method, Network};
 use tracing::{error, info, warn};
 
 pub use balance::{BalancePayment, DebitOutcome};
+pub use credit_back::{BalanceCredit, CreditOutcome};
 pub use decide::{decide, txid_digest, MoneyMove, Verdict};
 pub use facts::{
     Action, Closing, IntentFacts, Reassigned, SeenTransfer, SettledBy, SettlementFacts, Via,

@@ -74,6 +74,13 @@ pub enum Reason {
     },
     AfterSettlement {
         extra: u128,
+        /// The part of `extra` made after the intent expired.
+        late: u128,
+    },
+    /// Money made after the expiry, recorded before the on-time payment
+    /// that settled: a late duplicate, never an excess.
+    LateBesideSettlement {
+        late: u128,
     },
     /// Money recorded after support closed the case.
     AfterDecision {
@@ -119,6 +126,7 @@ impl Reason {
             Reason::WrongAsset { .. } => "wrong_asset",
             Reason::WrongNetwork { .. } => "wrong_network",
             Reason::AfterSettlement { .. } => "paid_after_settlement",
+            Reason::LateBesideSettlement { .. } => "paid_late_beside_settlement",
             Reason::AfterDecision { .. } => "paid_after_decision",
             Reason::ReversedByReorg { .. } => "reversed_by_reorg",
             Reason::SupportBasisVanished => "support_basis_vanished",
@@ -128,7 +136,7 @@ impl Reason {
     }
 
     /// Every code [`Reason::code`] gives, for the documentation's test.
-    pub const CODES: [&'static str; 22] = [
+    pub const CODES: [&'static str; 23] = [
         "resolved_by_support",
         "paid_by_reassign",
         "awaiting_payment",
@@ -146,6 +154,7 @@ impl Reason {
         "wrong_asset",
         "wrong_network",
         "paid_after_settlement",
+        "paid_late_beside_settlement",
         "paid_after_decision",
         "reversed_by_reorg",
         "support_basis_vanished",
@@ -261,12 +270,22 @@ impl Reason {
                 method.network(),
                 list(transfers)
             ),
-            Reason::AfterSettlement { extra } => {
+            Reason::AfterSettlement { extra, late } => {
+                let lateness = match *late {
+                    0 => String::new(),
+                    l if l == *extra => ", all of it made after the intent expired".to_owned(),
+                    l => format!(", {} of it made after the intent expired", coin(l)),
+                };
                 format!(
-                    "another {} arrived after the intent was already paid",
+                    "another {} arrived after the intent was already paid{lateness}",
                     coin(*extra)
                 )
             }
+            Reason::LateBesideSettlement { late } => format!(
+                "{} arrived after the intent expired, beside the on-time payment that paid it: \
+                 a late duplicate to refund or dismiss, never credited at the intent's rate",
+                coin(*late)
+            ),
             Reason::AfterDecision { extra, foreign } => {
                 let mut parts = Vec::new();
                 if *extra > 0 {
@@ -359,7 +378,8 @@ mod tests {
             Reason::WrongNetwork {
                 transfers: Vec::new(),
             },
-            Reason::AfterSettlement { extra: 1 },
+            Reason::AfterSettlement { extra: 1, late: 1 },
+            Reason::LateBesideSettlement { late: 1 },
             Reason::AfterDecision {
                 extra: 1,
                 foreign: Vec::new(),

@@ -284,11 +284,20 @@ impl Reconciler {
             .max(intent.settled_through.filter(|_| own_settlement.is_some()));
         let at_address = transfers_at(intent, facts);
         let through = at_address.iter().map(|t| t.id).max().or(since);
+        // A payment is its chain identity, not its row: a re-mined copy of
+        // a payment known by then (a reorg past finality) is that payment,
+        // which the settlement may stand on, never new money to claim.
+        let known: Vec<&TransferRecord> = at_address
+            .iter()
+            .copied()
+            .filter(|t| since.is_some_and(|s| t.id <= s))
+            .collect();
         let new: Vec<&TransferRecord> = at_address
             .iter()
             .copied()
             .filter(|t| t.success && t.orphaned_at_ms.is_none())
             .filter(|t| since.is_none_or(|s| t.id > s))
+            .filter(|t| !known.iter().any(|k| key_of(k) == key_of(t)))
             .collect();
         let pending: Vec<&TransferRecord> = new
             .iter()
@@ -297,6 +306,24 @@ impl Reconciler {
             .collect();
         let mut payments: Vec<&TransferRecord> =
             new.iter().copied().filter(|t| is_final(t, facts)).collect();
+        if a.action == Action::RefundRequired {
+            // Money no settlement can stand on is owed back whenever it
+            // came: another asset or network, or the intent's own coin sent
+            // after the expiry, though recorded before the payment that
+            // settled (issue 36, found 7).
+            let late = verdict.as_ref().map_or(&[][..], |v| v.late_rows.as_slice());
+            let own = |t: &TransferRecord| {
+                t.network == intent.method.network()
+                    && t.asset == paywatch_core::AssetId::Known(intent.method.asset())
+            };
+            payments.extend(at_address.iter().copied().filter(|t| {
+                t.success
+                    && t.orphaned_at_ms.is_none()
+                    && is_final(t, facts)
+                    && !new.iter().any(|n| n.id == t.id)
+                    && (!own(t) || late.contains(&t.id))
+            }));
+        }
         let keys: Vec<PaymentKey> = payments.iter().map(|t| key_of(t)).collect();
         let claimed = self.store.claimed_payments(tx, &keys).await?;
         payments.retain(|t| !claimed.contains(&key_of(t)));
@@ -503,7 +530,7 @@ fn is_final(t: &TransferRecord, facts: &Facts) -> bool {
         && facts
             .final_heights
             .get(&t.network)
-            .is_some_and(|h| t.block_height <= *h)
+            .is_some_and(|h| t.final_from() <= *h)
 }
 
 /// The intent's transfers: at its address, and at its twin on the other network.

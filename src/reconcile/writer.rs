@@ -79,6 +79,7 @@ pub(crate) async fn write(
         .iter()
         .map(|(p, via)| {
             let i = &facts.intents[*p];
+            let terms = reading.tolerance_of(i);
             NewSettlement {
                 kind: i.kind.as_str(),
                 reference: &i.reference,
@@ -91,6 +92,9 @@ pub(crate) async fn write(
                     Via::Chain => None,
                 },
                 debit_key: None,
+                tolerance_bp: Some(i64::from(terms.basis_points)),
+                tolerance_max: terms.max.map(|m| m.0.to_string()),
+                rate_usd: Some(&i.rate_usd),
             }
         })
         .collect();
@@ -295,6 +299,7 @@ fn credit(i: &IntentRecord, key: String) -> LedgerPosting<'_> {
         entry_key: key,
         intent_id: Some(i.id),
         memo: format!("{} {}", i.kind.as_str(), i.reference),
+        returns_entry: None,
     }
 }
 
@@ -363,6 +368,7 @@ impl<'a> Reading<'a> {
                     .decision_id
                     .and_then(|d| self.facts.basis.get(&d))
                     .map_or(0, |b| b.payments),
+                tolerance: settled_tolerance(s),
             }
         });
         let on_this = || self.facts.decisions.iter().filter(|d| d.intent_id == i.id);
@@ -410,12 +416,28 @@ impl<'a> Reading<'a> {
             twin_final_height: crate::twin::twin_network(i.method.network())
                 .and_then(|n| self.facts.final_heights.get(&n).copied()),
             now_ms: self.now,
-            tolerance: self
-                .policy
-                .tolerance
-                .get(&i.method)
-                .copied()
-                .unwrap_or_default(),
+            tolerance: self.tolerance_of(i),
         }
     }
+
+    /// The tolerance in force for `i`'s method now.
+    fn tolerance_of(&self, i: &IntentRecord) -> Tolerance {
+        self.policy
+            .tolerance
+            .get(&i.method)
+            .copied()
+            .unwrap_or_default()
+    }
+}
+
+/// The tolerance a settlement was made under, as stored. A stored value
+/// that does not read is a corrupt row: judged by the setting in force, as
+/// settlements made before terms were kept are, rather than by none.
+fn settled_tolerance(s: &SettlementRow) -> Option<Tolerance> {
+    let basis_points = u32::try_from(s.tolerance_bp?).ok()?;
+    let max = match &s.tolerance_max {
+        None => None,
+        Some(m) => Some(paywatch_core::Amount(m.parse().ok()?)),
+    };
+    Some(Tolerance { basis_points, max })
 }

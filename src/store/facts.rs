@@ -25,6 +25,10 @@ pub(crate) struct SettlementRow {
     pub reversed_at_ms: Option<i64>,
     /// Credits posted so far; the next reversal or credit is keyed by it.
     pub credits: i64,
+    /// The tolerance it was made under (basis points, cap in base units);
+    /// `None` before settlements kept their terms.
+    pub tolerance_bp: Option<i64>,
+    pub tolerance_max: Option<String>,
 }
 
 /// A decision as stored.
@@ -355,7 +359,7 @@ impl Store {
             .collect();
         let sql = format!(
             "SELECT s.kind, s.reference, s.intent_id, s.via, s.decision_id, s.settled_at, \
-             s.reversed_at, s.credits FROM settlements s \
+             s.reversed_at, s.credits, s.tolerance_bp, s.tolerance_max FROM settlements s \
              JOIN (SELECT DISTINCT kind, reference FROM {}) k ON s.kind = k.kind AND s.reference = k.reference",
             self.dialect()
                 .rowset("$1", &[("kind", Col::Text), ("reference", Col::Text)])
@@ -379,6 +383,8 @@ impl Store {
                     settled_at_ms: row.try_get("settled_at")?,
                     reversed_at_ms: row.try_get("reversed_at")?,
                     credits: row.try_get("credits")?,
+                    tolerance_bp: row.try_get("tolerance_bp")?,
+                    tolerance_max: row.try_get("tolerance_max")?,
                 },
             );
         }

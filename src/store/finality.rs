@@ -117,6 +117,19 @@ impl Store {
             sqlx::query(&format!(
                 "UPDATE transfers SET final_at = $4 WHERE network = $1 AND block_height > $2 \
                  AND block_height <= $3 AND orphaned_at IS NULL AND final_at IS NULL \
+                 AND block_hash <> '{}' AND (matures_at IS NULL OR matures_at <= $3)",
+                super::MEMPOOL_BLOCK
+            ))
+            .bind(network.as_str())
+            .bind(previous.unwrap_or(-1))
+            .bind(reported)
+            .bind(now_ms)
+            .execute(&mut **tx)
+            .await?;
+            // Coinbase outputs whose 100 blocks just passed.
+            sqlx::query(&format!(
+                "UPDATE transfers SET final_at = $4 WHERE network = $1 AND matures_at > $2 \
+                 AND matures_at <= $3 AND orphaned_at IS NULL AND final_at IS NULL \
                  AND block_hash <> '{}'",
                 super::MEMPOOL_BLOCK
             ))
@@ -133,16 +146,18 @@ impl Store {
             // The intents' status above may be stale: a reconcile that read
             // the old final height may not have committed `confirming` yet.
             // Money that just became final is queued by where it lies.
-            sqlx::query(
-                "INSERT INTO reconcile_queue (network, address) SELECT DISTINCT network, to_address \
-                 FROM transfers WHERE network = $1 AND block_height > $2 AND block_height <= $3 \
-                 AND orphaned_at IS NULL",
-            )
-            .bind(network.as_str())
-            .bind(previous.unwrap_or(-1))
-            .bind(reported)
-            .execute(&mut **tx)
-            .await?;
+            for column in ["block_height", "matures_at"] {
+                sqlx::query(&format!(
+                    "INSERT INTO reconcile_queue (network, address) SELECT DISTINCT network, to_address \
+                     FROM transfers WHERE network = $1 AND {column} > $2 AND {column} <= $3 \
+                     AND orphaned_at IS NULL"
+                ))
+                .bind(network.as_str())
+                .bind(previous.unwrap_or(-1))
+                .bind(reported)
+                .execute(&mut **tx)
+                .await?;
+            }
         }
         Ok(())
     }

@@ -221,6 +221,51 @@ const POSTGRES: Embedded = &[
         "intents by creation time",
         include_str!("../../migrations/postgres/0042_intents_by_created.sql"),
     ),
+    (
+        43,
+        "settled terms",
+        include_str!("../../migrations/postgres/0043_settled_terms.sql"),
+    ),
+    (
+        44,
+        "coinbase maturity",
+        include_str!("../../migrations/postgres/0044_coinbase_maturity.sql"),
+    ),
+    (
+        45,
+        "transfers maturing",
+        include_str!("../../migrations/postgres/0045_transfers_maturing.sql"),
+    ),
+    (
+        46,
+        "spam transfers",
+        include_str!("../../migrations/postgres/0046_transfers_spam.sql"),
+    ),
+    (
+        47,
+        "credits back",
+        include_str!("../../migrations/postgres/0047_credits_back.sql"),
+    ),
+    (
+        48,
+        "ledger by returned entry",
+        include_str!("../../migrations/postgres/0048_ledger_by_returns_entry.sql"),
+    ),
+    (
+        49,
+        "balance gaps",
+        include_str!("../../migrations/postgres/0049_balance_gaps.sql"),
+    ),
+    (
+        51,
+        "internal ETH keys",
+        include_str!("../../migrations/postgres/0051_internal_eth_keys.sql"),
+    ),
+    (
+        52,
+        "unread from",
+        include_str!("../../migrations/postgres/0052_unread_from.sql"),
+    ),
 ];
 const SQLITE: Embedded = &[
     (
@@ -432,6 +477,51 @@ const SQLITE: Embedded = &[
         42,
         "intents by creation time",
         include_str!("../../migrations/sqlite/0042_intents_by_created.sql"),
+    ),
+    (
+        43,
+        "settled terms",
+        include_str!("../../migrations/sqlite/0043_settled_terms.sql"),
+    ),
+    (
+        44,
+        "coinbase maturity",
+        include_str!("../../migrations/sqlite/0044_coinbase_maturity.sql"),
+    ),
+    (
+        45,
+        "transfers maturing",
+        include_str!("../../migrations/sqlite/0045_transfers_maturing.sql"),
+    ),
+    (
+        46,
+        "spam transfers",
+        include_str!("../../migrations/sqlite/0046_transfers_spam.sql"),
+    ),
+    (
+        47,
+        "credits back",
+        include_str!("../../migrations/sqlite/0047_credits_back.sql"),
+    ),
+    (
+        48,
+        "ledger by returned entry",
+        include_str!("../../migrations/sqlite/0048_ledger_by_returns_entry.sql"),
+    ),
+    (
+        49,
+        "balance gaps",
+        include_str!("../../migrations/sqlite/0049_balance_gaps.sql"),
+    ),
+    (
+        51,
+        "internal ETH keys",
+        include_str!("../../migrations/sqlite/0051_internal_eth_keys.sql"),
+    ),
+    (
+        52,
+        "unread from",
+        include_str!("../../migrations/sqlite/0052_unread_from.sql"),
     ),
 ];
 

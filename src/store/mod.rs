@@ -5,6 +5,7 @@
 
 mod addresses;
 mod backup;
+mod balance_gaps;
 mod blocks;
 mod cases;
 mod contract;
@@ -39,8 +40,10 @@ mod run_lock;
 mod samples;
 mod sessions;
 mod settlements;
+mod spam;
 mod transfers;
 mod unconfirmed;
+mod unread;
 mod verdicts;
 mod webhooks;
 
@@ -50,6 +53,8 @@ use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Executor, Row, Transaction};
 
 pub use addresses::ImportReport;
+pub use balance_gaps::BalanceGap;
+pub(crate) use balance_gaps::{Finding, WatchedAddress};
 pub use cases::{AuditEntry, CaseTransfer, RefundRecord};
 pub use cursor::{ApplyOutcome, ChainStatus};
 pub(crate) use decisions::{DecisionPayment, NewAudit, NewDecision, PaymentKey};
@@ -78,6 +83,7 @@ pub use samples::ChainSample;
 pub(crate) use settlements::{
     LedgerPosting, NewSettlement, OutboxEvent, FEED_CHANNEL, WEBHOOK_CHANNEL,
 };
+pub use spam::SpamTransfer;
 pub use transfers::TransferRecord;
 pub use unconfirmed::{MEMPOOL_BLOCK, MEMPOOL_HEIGHT};
 pub(crate) use verdicts::VerdictWrite;

@@ -140,9 +140,16 @@ impl Store {
         now_ms: i64,
     ) -> Result<RescanOutcome, StoreError> {
         let status = self.chain_status(network).await?;
-        let Some((start_height, tip_height)) =
-            status.and_then(|s| s.start_height.zip(s.tip_height))
-        else {
+        // The highest block read counts as well as the recorded tip: the tip
+        // is written after the blocks it covers, so right after a catch-up
+        // it may still name a lower height than blocks already read.
+        let Some((start_height, tip_height)) = status.and_then(|s| {
+            let top = match (s.tip_height, s.cursor_height) {
+                (Some(t), Some(c)) => Some(t.max(c)),
+                (t, c) => t.or(c),
+            };
+            s.start_height.zip(top)
+        }) else {
             return Ok(RescanOutcome::Refused(RescanRefusal::NothingRead {
                 network,
             }));

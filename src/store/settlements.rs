@@ -21,6 +21,11 @@ pub(crate) struct NewSettlement<'a> {
     pub via: &'static str,
     pub decision_id: Option<i64>,
     pub debit_key: Option<&'a str>,
+    /// The terms it is judged by while it stands: the tolerance then in
+    /// force (basis points, and its cap in base units) and the locked rate.
+    pub tolerance_bp: Option<i64>,
+    pub tolerance_max: Option<String>,
+    pub rate_usd: Option<&'a str>,
 }
 
 /// One ledger entry to post.
@@ -32,6 +37,8 @@ pub(crate) struct LedgerPosting<'a> {
     pub entry_key: String,
     pub intent_id: Option<i64>,
     pub memo: String,
+    /// For a credit back: the ledger key of the debit it returns.
+    pub returns_entry: Option<String>,
 }
 
 /// One event for the storefront's feed (the outbox). `payload` is a JSON
@@ -86,8 +93,9 @@ impl Store {
         }
         let sql = format!(
             "INSERT INTO settlements (kind, reference, intent_id, account, usd_cents, settled_at, \
-             via, decision_id, debit_key) \
-             SELECT kind, reference, intent_id, account, usd_cents, $2, via, decision_id, debit_key \
+             via, decision_id, debit_key, tolerance_bp, tolerance_max, rate_usd) \
+             SELECT kind, reference, intent_id, account, usd_cents, $2, via, decision_id, debit_key, \
+             tolerance_bp, tolerance_max, rate_usd \
              FROM {} WHERE true ON CONFLICT DO NOTHING RETURNING kind, reference, intent_id",
             self.dialect().rowset(
                 "$1",
@@ -100,6 +108,9 @@ impl Store {
                     ("via", Col::Text),
                     ("decision_id", Col::Int),
                     ("debit_key", Col::Text),
+                    ("tolerance_bp", Col::Int),
+                    ("tolerance_max", Col::Text),
+                    ("rate_usd", Col::Text),
                 ]
             )
         );
@@ -169,8 +180,9 @@ impl Store {
         }
         self.lock_feed(tx).await?;
         let sql = format!(
-            "INSERT INTO ledger_entries (account, usd_cents, entry_kind, entry_key, intent_id, created_at, memo) \
-             SELECT account, usd_cents, entry_kind, entry_key, intent_id, $2, memo FROM {}",
+            "INSERT INTO ledger_entries (account, usd_cents, entry_kind, entry_key, intent_id, created_at, memo, \
+             returns_entry) \
+             SELECT account, usd_cents, entry_kind, entry_key, intent_id, $2, memo, returns_entry FROM {}",
             self.dialect().rowset(
                 "$1",
                 &[
@@ -179,7 +191,8 @@ impl Store {
                     ("entry_kind", Col::Text),
                     ("entry_key", Col::Text),
                     ("intent_id", Col::Int),
-                    ("memo", Col::Text)
+                    ("memo", Col::Text),
+                    ("returns_entry", Col::Text)
                 ]
             )
         );
@@ -404,6 +417,38 @@ impl Store {
             })
         })
         .transpose()
+    }
+
+    /// The debit a credit back returns money of, by the credit's ledger key.
+    pub(crate) async fn returned_entry(
+        &self,
+        tx: &mut Tx,
+        entry_key: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let row = sqlx::query("SELECT returns_entry FROM ledger_entries WHERE entry_key = $1")
+            .bind(entry_key)
+            .fetch_optional(&mut **tx)
+            .await?;
+        Ok(row
+            .map(|r| r.try_get::<Option<String>, _>("returns_entry"))
+            .transpose()?
+            .flatten())
+    }
+
+    /// What has been credited back of the debit `debit_key`, in cents.
+    pub(crate) async fn credited_back(
+        &self,
+        tx: &mut Tx,
+        debit_key: &str,
+    ) -> Result<i64, StoreError> {
+        Ok(sqlx::query(
+            "SELECT CAST(COALESCE(SUM(usd_cents), 0) AS BIGINT) AS n FROM ledger_entries \
+             WHERE returns_entry = $1",
+        )
+        .bind(debit_key)
+        .fetch_one(&mut **tx)
+        .await?
+        .try_get("n")?)
     }
 
     /// The order a balance debit paid, by the debit's ledger key.

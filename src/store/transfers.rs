@@ -26,12 +26,21 @@ pub struct TransferRecord {
     /// When paywatch first counted the row's block final.
     pub final_at_ms: Option<i64>,
     pub orphaned_at_ms: Option<i64>,
+    /// The final height from which it counts final, when later than its
+    /// block's (a coinbase output).
+    pub matures_at: Option<u64>,
     /// The time of the next block on the chain, where reconcile looked it
     /// up (a payment seen only after its intent's expiry); 0 otherwise.
     pub next_block_time_ms: i64,
 }
 
 impl TransferRecord {
+    /// The final height at which the row counts final.
+    pub fn final_from(&self) -> u64 {
+        self.matures_at
+            .map_or(self.block_height, |m| m.max(self.block_height))
+    }
+
     /// The plain-data view the status machine works on.
     pub fn seen(&self) -> SeenTransfer<'_> {
         SeenTransfer {
@@ -47,6 +56,7 @@ impl TransferRecord {
             amount: self.amount,
             success: self.success,
             block_height: self.block_height,
+            final_from: self.final_from(),
             block_time_ms: self.block_time_ms,
             next_block_time_ms: self.next_block_time_ms,
             first_seen_ms: self.first_seen_ms,
@@ -59,7 +69,7 @@ impl TransferRecord {
 
 pub(crate) const TRANSFER_COLUMNS: &str =
     "id, network, asset, txid, idx, block_hash, block_height, block_time, to_address, \
-    from_address, CAST(amount AS TEXT) AS amount, tx_status, first_seen_at, final_at, orphaned_at";
+    from_address, CAST(amount AS TEXT) AS amount, tx_status, first_seen_at, final_at, orphaned_at, matures_at";
 
 pub(crate) fn transfer_from_row(r: &AnyRow) -> Result<TransferRecord, StoreError> {
     let network: String = r.try_get("network")?;
@@ -87,6 +97,10 @@ pub(crate) fn transfer_from_row(r: &AnyRow) -> Result<TransferRecord, StoreError
         first_seen_ms: r.try_get("first_seen_at")?,
         final_at_ms: r.try_get("final_at")?,
         orphaned_at_ms: r.try_get("orphaned_at")?,
+        matures_at: r
+            .try_get::<Option<i64>, _>("matures_at")?
+            .map(|m| u64::try_from(m).map_err(|_| StoreError::Corrupt(format!("matures_at {m}"))))
+            .transpose()?,
         next_block_time_ms: 0,
     })
 }
@@ -171,6 +185,7 @@ impl Store {
             from_address: Option<&'a str>,
             amount: String,
             tx_status: &'a str,
+            matures_at: Option<i64>,
         }
         if transfers.is_empty() {
             return Ok(0);
@@ -196,17 +211,19 @@ impl Store {
                 from_address: t.from.as_deref(),
                 amount: t.amount.to_string(),
                 tx_status: if t.success { "success" } else { "failed" },
+                matures_at: t.matures_at.map(to_i64),
             })
             .collect();
         let sql = format!(
             "INSERT INTO transfers (network, asset, txid, idx, block_hash, block_height, block_time, \
-             to_address, from_address, amount, tx_status, first_seen_at, final_at) \
+             to_address, from_address, amount, tx_status, first_seen_at, final_at, matures_at) \
              SELECT network, asset, txid, idx, $2, $3, $4, to_address, from_address, amount, tx_status, $5, \
-             (SELECT CASE WHEN c.final_height >= $3 THEN $5 END FROM chain_state c WHERE c.network = v.network) \
+             (SELECT CASE WHEN c.final_height >= COALESCE(v.matures_at, $3) THEN $5 END \
+              FROM chain_state c WHERE c.network = v.network), matures_at \
              FROM {} WHERE true{legacy} \
              ON CONFLICT (network, txid, idx, block_hash) DO UPDATE SET orphaned_at = NULL, \
-             final_at = (SELECT CASE WHEN c.final_height >= $3 THEN $5 END FROM chain_state c \
-                         WHERE c.network = transfers.network) \
+             final_at = (SELECT CASE WHEN c.final_height >= COALESCE(transfers.matures_at, $3) THEN $5 END \
+                         FROM chain_state c WHERE c.network = transfers.network) \
              WHERE transfers.orphaned_at IS NOT NULL",
             self.dialect().rowset(
                 "$1",
@@ -219,6 +236,7 @@ impl Store {
                     ("from_address", Col::Text),
                     ("amount", Col::Amount),
                     ("tx_status", Col::Text),
+                    ("matures_at", Col::Int),
                 ]
             )
         );

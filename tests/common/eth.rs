@@ -6,6 +6,7 @@ use bitcoin::bip32::{ChildNumber, DerivationPath, Xpriv, Xpub};
 use bitcoin::secp256k1::Secp256k1;
 use paywatch::settings::{Secret, Settings};
 use paywatch_testkit::anvil::{ACCOUNTS, CHAIN_ID};
+use paywatch_testkit::trace_proxy::TraceProxy;
 use paywatch_testkit::{AnvilNode, AnvilOptions};
 
 #[allow(unused_imports)]
@@ -49,6 +50,9 @@ pub struct EthOptions {
     /// Also enable Tron (an in-process dev chain) with derived addresses,
     /// so Tron intents can be paid on Ethereum by mistake.
     pub with_tron: bool,
+    /// Reach anvil through a [`TraceProxy`] (no fault until one is set), so
+    /// a test can make the node unable to trace.
+    pub trace_proxy: bool,
 }
 
 impl Default for EthOptions {
@@ -62,6 +66,7 @@ impl Default for EthOptions {
             poll_interval_ms: 100,
             ws: false,
             with_tron: false,
+            trace_proxy: false,
         }
     }
 }
@@ -80,6 +85,8 @@ pub struct EthWorld {
     pub node: AnvilNode,
     pub contracts: Contracts,
     pub daemon: Daemon,
+    /// With `EthOptions::trace_proxy`: what the daemon reaches anvil through.
+    pub proxy: Option<TraceProxy>,
 }
 
 pub async fn deploy_contracts(node: &AnvilNode) -> Contracts {
@@ -139,7 +146,22 @@ pub async fn eth_world(o: EthOptions) -> EthWorld {
         .unwrap_or_else(|e| panic!("anvil: {e}"));
     let contracts = deploy_contracts(&node).await;
     let db = TestDb::new(o.backend).await;
-    let settings = eth_settings(&db.url, &node, &contracts, &o);
+    let mut settings = eth_settings(&db.url, &node, &contracts, &o);
+    let proxy = match o.trace_proxy {
+        true => Some(
+            TraceProxy::start(node.url(), None)
+                .await
+                .expect("trace proxy"),
+        ),
+        false => None,
+    };
+    if let Some(p) = &proxy {
+        let n = settings
+            .networks
+            .get_mut("ethereum")
+            .expect("ethereum settings");
+        n.rpc.url = p.url();
+    }
     let daemon = Daemon::start(db, settings).await;
     // A fresh database starts at the node's tip: pay only once it is read.
     daemon.wait_cursor(node.block_number().await.unwrap()).await;
@@ -147,6 +169,7 @@ pub async fn eth_world(o: EthOptions) -> EthWorld {
         node,
         contracts,
         daemon,
+        proxy,
     }
 }
 
@@ -215,4 +238,54 @@ impl EthWorld {
     pub async fn tip(&self) -> u64 {
         self.node.block_number().await.unwrap()
     }
+
+    /// `address` spends `wei` of what it holds back to the payer, as a
+    /// merchant sweeping a deposit address does (anvil signs for it).
+    pub async fn sweep(&self, address: &str, wei: u128) -> String {
+        self.node
+            .rpc("anvil_impersonateAccount", serde_json::json!([address]))
+            .await
+            .expect("impersonated");
+        let tx = self
+            .node
+            .send_eth(address, ETH_PAYER, wei)
+            .await
+            .expect("swept");
+        self.node
+            .rpc(
+                "anvil_stopImpersonatingAccount",
+                serde_json::json!([address]),
+            )
+            .await
+            .expect("impersonation ended");
+        tx
+    }
+}
+
+/// `GET /v1/review-queue` as an operator sees it, served over `daemon`'s
+/// own context.
+#[allow(dead_code)]
+pub async fn review_queue(daemon: &Daemon) -> serde_json::Value {
+    let (status, queue) = operator_client(daemon)
+        .await
+        .call(
+            reqwest::Method::GET,
+            "/v1/review-queue",
+            Some(super::api::OPERATOR),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{queue}");
+    queue
+}
+
+/// The daemon's API, served with the operator's token known.
+pub async fn operator_client(daemon: &Daemon) -> super::api::ApiClient {
+    let mut ctx = daemon.ctx.clone();
+    ctx.settings.api.tokens.insert(
+        "operator".into(),
+        vec![paywatch::api::TokenTable::hash_token(super::api::OPERATOR)],
+    );
+    super::api::ApiClient::serve(ctx).await
 }

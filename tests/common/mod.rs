@@ -54,6 +54,7 @@ pub mod schemathesis;
 pub mod solana;
 pub mod sse;
 pub mod tron;
+pub mod world;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
@@ -371,6 +372,14 @@ impl Harness {
         Ingest::new(self.another_store().await, self.clock.clone())
     }
 
+    /// An operator changed the tolerance (`paywatch config apply`): this
+    /// process decides with `tolerance` from here on, the next restart too.
+    pub fn set_tolerance(&mut self, tolerance: HashMap<Method, Tolerance>) {
+        let clock: Arc<dyn Clock> = self.clock.clone();
+        self.reconciler = Reconciler::new(self.store.clone(), clock, tolerance.clone(), 500);
+        self.tolerance = tolerance;
+    }
+
     /// A reconciler of another process on the same database.
     pub async fn another_reconciler(&self, batch_size: i64) -> Reconciler {
         Reconciler::new(
@@ -550,6 +559,7 @@ impl Harness {
             from: None,
             amount: Amount(row.get("amount").unwrap().parse().unwrap()),
             success: true,
+            matures_at: None,
         };
         Some(
             self.ingest

@@ -9,7 +9,7 @@ use std::str::FromStr;
 use paywatch::intents::parse_pool;
 use paywatch::settings::Settings;
 use paywatch_core::Network;
-use paywatch_testkit::solana::{associated_token_address, LAMPORTS_PER_SOL};
+use paywatch_testkit::solana::{associated_token_address, SolanaFault, LAMPORTS_PER_SOL};
 use paywatch_testkit::{SolanaNode, SolanaNodeOptions};
 use solana_address::Address;
 use solana_keypair::Keypair;
@@ -31,6 +31,8 @@ pub struct SolanaOptions {
     pub node: SolanaNodeOptions,
     /// Fresh addresses imported before any intent is made.
     pub pool: usize,
+    /// How the node answers from before the daemon starts.
+    pub fault: SolanaFault,
 }
 
 impl Default for SolanaOptions {
@@ -40,6 +42,7 @@ impl Default for SolanaOptions {
             expiry_secs: 600,
             node: SolanaNodeOptions::default(),
             pool: POOL,
+            fault: SolanaFault::None,
         }
     }
 }
@@ -86,6 +89,7 @@ pub async fn solana_world(o: SolanaOptions) -> SolanaWorld {
     for _ in 0..5 {
         node.produce_block();
     }
+    node.set_fault(o.fault.clone());
     let db = TestDb::new(o.backend).await;
     let settings = solana_settings(&db.url, &node, &o);
     let mut daemon = Daemon::start(db, settings).await;
@@ -98,7 +102,12 @@ pub async fn solana_world(o: SolanaOptions) -> SolanaWorld {
     };
     w.import_fresh(o.pool).await;
     // A fresh database starts at the node's tip: pay only once it is read.
-    w.daemon.wait_cursor(w.node.slots().1).await;
+    // A node that does not serve its newest block yet has the one below.
+    let served = match o.fault {
+        SolanaFault::BlockBackendTrails => w.node.slots().1 - 1,
+        _ => w.node.slots().1,
+    };
+    w.daemon.wait_cursor(served).await;
     w
 }
 

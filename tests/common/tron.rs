@@ -20,6 +20,10 @@ pub const USDT_FOR_100_USD: u128 = 100_000_000;
 /// Mainnet's USDT contract: the test node deploys its token there, so the
 /// daemon runs with its default contract.
 pub const USDT_CONTRACT: &str = "TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t";
+/// Circle's USDC on Tron: another method's asset (USDC is a method on
+/// Ethereum), recognised by its mainnet contract, where the test node
+/// deploys it too.
+pub const USDC_CONTRACT: &str = "TEkxiTehnzSmSe2XqrBj4w32RUN966rdz8";
 
 /// An account key m/44'/195'/0' of a fixed seed, as an operator configures it.
 pub fn account_xpub() -> String {
@@ -73,6 +77,8 @@ impl Default for TronOptions {
 pub struct TronWorld {
     pub node: TronNode,
     pub usdt: TronContract,
+    /// USDC at its mainnet contract: no method on Tron, but real money.
+    pub usdc: TronContract,
     /// A TRC-20 that is no payment method.
     pub other: TronContract,
     /// A contract that pays tokens onward from its own balance.
@@ -124,6 +130,9 @@ pub async fn tron_world(o: TronOptions) -> TronWorld {
     let usdt = node
         .deploy_trc20_at("Tether USD", USDT_CONTRACT)
         .expect("USDT at its mainnet address");
+    let usdc = node
+        .deploy_trc20_at("USD Coin", USDC_CONTRACT)
+        .expect("USDC at its mainnet address");
     let other = node.deploy_trc20("Other");
     let payer = node.deploy_contract("Payout");
     node.mine(25).expect("mines");
@@ -136,6 +145,7 @@ pub async fn tron_world(o: TronOptions) -> TronWorld {
     TronWorld {
         node,
         usdt,
+        usdc,
         other,
         payer,
         payer_account: TronAccount::dev(9),
@@ -158,6 +168,12 @@ impl TronWorld {
         self.node
             .trc20_transfer(&self.usdt, &self.payer(), to, units)
             .expect("USDT sent")
+    }
+
+    pub fn pay_usdc(&self, to: &str, units: u128) -> TxId {
+        self.node
+            .trc20_transfer(&self.usdc, &self.payer(), to, units)
+            .expect("USDC sent")
     }
 
     pub fn pay_other(&self, to: &str, units: u128) -> TxId {

@@ -1,0 +1,2 @@
+-- A credit back sums what its debit already returned.
+CREATE INDEX IF NOT EXISTS ledger_by_returns_entry ON ledger_entries (returns_entry) WHERE returns_entry IS NOT NULL;

@@ -1,0 +1,614 @@
+//! The money path, round two (issue 36): each defect a fresh read of
+//! `src/reconcile/` found, as the scenario that showed it, through the API
+//! on both databases. A settlement is judged by the terms it was made
+//! under; money sent after the expiry is never excess at the locked rate;
+//! money after any decision is news; a re-mined copy of the settling
+//! payment is that payment, never refundable; a token that is no method's
+//! asset never moves an intent.
+
+#[macro_use]
+mod common;
+
+use std::collections::HashMap;
+
+use common::api::STOREFRONT;
+use common::world::{code, World};
+use common::{Backend, Harness};
+use paywatch::clock::Clock;
+use paywatch::reconcile::{Exception, Reconciler, Status, Tolerance};
+use paywatch_core::{Amount, Asset, AssetId, Method, Network, Transfer};
+use reqwest::{Method as Http, StatusCode};
+use serde_json::{json, Value};
+
+/// A customer's own Litecoin address, where a refund goes.
+const LTC_REFUND: &str = "ltc1qc6aucuznvhh9uvux246x24vf9y9ncfk729m92s";
+
+fn ltc() -> Method {
+    Method::new(Asset::Ltc, Network::Litecoin).unwrap()
+}
+
+fn tolerance(basis_points: u32) -> HashMap<Method, Tolerance> {
+    HashMap::from([(
+        ltc(),
+        Tolerance {
+            basis_points,
+            max: None,
+        },
+    )])
+}
+
+/// As a declaration, a support action or a rescan would: every intent is
+/// looked at again.
+async fn queue_every_intent(h: &Harness) {
+    h.store
+        .execute_raw(
+            "INSERT INTO reconcile_queue (network, address) SELECT network, address FROM intents",
+        )
+        .await
+        .unwrap();
+}
+
+on_both_databases!(
+    a_stricter_tolerance_and_dust_never_reverse_a_settlement_made_under_the_looser_one,
+    money_sent_after_expiry_beside_an_on_time_payment_is_late_never_excess_at_the_locked_rate,
+    a_payment_after_support_dismissed_an_empty_intent_opens_a_case,
+    a_payment_to_a_reassign_target_that_had_received_nothing_opens_a_case,
+    a_remined_copy_of_the_settling_payment_cannot_be_claimed_for_a_refund,
+    a_token_that_is_no_method_asset_never_moves_an_intent,
+    wrong_asset_money_that_arrived_before_settlement_can_be_refunded,
+    an_order_paid_from_the_balance_is_credited_back_once_and_never_past_its_debit,
+    a_wrong_network_refund_goes_back_on_the_network_the_money_came_on,
+    // found by the model-based test (tests/money_model.rs)
+    a_payment_after_support_closed_a_reversed_intent_opens_a_case,
+);
+
+/// Found 1: a top-up settled 0.4% short under 50 bp; an instance with the
+/// tolerance set to 0 then saw dust at the address, and reversed it.
+async fn a_stricter_tolerance_and_dust_never_reverse_a_settlement_made_under_the_looser_one(
+    b: Backend,
+) {
+    let mut h = Harness::with_policy(b, Network::Litecoin, 1, tolerance(50)).await;
+    h.import_pool(2).await;
+    let i = h.create("topup", "short", "LTC", "100").await;
+    h.pay(&i.address, Asset::Ltc, Amount(i.amount_due.0 * 996 / 1000));
+    h.mine(1);
+    h.sync().await;
+    assert_eq!(h.intent(i.id).await.status, Status::Paid);
+    assert_eq!(h.balance("acct-1").await, 10_000);
+
+    // A rolling change: one instance already runs with 0 bp, one still with 50.
+    let strict = Reconciler::new(h.another_store().await, h.clock.clone(), tolerance(0), 100);
+    let loose = h.another_reconciler(100).await;
+    h.pay(&i.address, Asset::Ltc, Amount(100_000));
+    h.mine(1);
+    h.follow_chain().await;
+    strict.run_until_idle().await.unwrap();
+    assert_eq!(h.balance("acct-1").await, 10_000, "the settlement stands");
+    let r = h.intent(i.id).await;
+    assert_ne!(r.exception, Some(Exception::Reversed), "{:?}", r.reason);
+
+    // Each instance looks again, in turn: nothing flips.
+    for _ in 0..2 {
+        queue_every_intent(&h).await;
+        loose.run_until_idle().await.unwrap();
+        queue_every_intent(&h).await;
+        strict.run_until_idle().await.unwrap();
+    }
+    assert_eq!(h.balance("acct-1").await, 10_000);
+    assert_eq!(
+        h.count("SELECT COUNT(*) FROM ledger_entries WHERE entry_kind = 'reversal'")
+            .await,
+        0
+    );
+    assert_eq!(
+        h.count("SELECT COUNT(*) FROM settlements WHERE reversed_at IS NOT NULL")
+            .await,
+        0
+    );
+    // The settlement says what it was made under.
+    let s = h
+        .row(&format!(
+            "SELECT tolerance_bp FROM settlements WHERE intent_id = {}",
+            i.id
+        ))
+        .await;
+    assert_eq!(s.get("tolerance_bp"), Some("50"));
+    let check = h.store.check_invariants().await.unwrap();
+    assert!(check.violations.is_empty(), "{:?}", check.violations);
+}
+
+/// Found 2: the amount due paid on time but slow to confirm; after the
+/// expiry, a second, larger payment is mined first. When the first settles,
+/// the second must be late money, not an excess support can credit at the
+/// rate locked before the price fell.
+async fn money_sent_after_expiry_beside_an_on_time_payment_is_late_never_excess_at_the_locked_rate(
+    b: Backend,
+) {
+    let mut w = World::new(b).await;
+    w.h.chain.show_mempool();
+    let i = w.h.create("topup", "late-excess", "LTC", "100").await;
+    let first = w.h.pay(&i.address, Asset::Ltc, i.amount_due);
+    w.h.sync().await;
+    assert_eq!(w.h.intent(i.id).await.status, Status::Confirming);
+
+    // The first waits (a low fee); the expiry passes; the second is mined.
+    assert!(w.h.chain.drop_from_mempool(&first));
+    w.h.pass_expiry(&i);
+    w.h.pay(&i.address, Asset::Ltc, Amount(i.amount_due.0));
+    w.h.mine(1);
+    w.h.sync().await;
+
+    // The first is sped up (CPFP keeps its txid) and mined.
+    w.h.chain.rebroadcast(vec![Transfer {
+        network: Network::Litecoin,
+        asset: AssetId::Known(Asset::Ltc),
+        txid: first,
+        index: 0,
+        to: i.address.clone(),
+        from: Some("scripted-payer".into()),
+        amount: i.amount_due,
+        success: true,
+        matures_at: None,
+    }]);
+    w.h.mine(1);
+    w.h.sync().await;
+
+    let r = w.h.intent(i.id).await;
+    assert_eq!(
+        w.h.balance("acct-1").await,
+        10_000,
+        "paid once, for its price"
+    );
+    assert_eq!(r.status, Status::NeedsReview, "{:?}", r.reason);
+    assert_ne!(r.exception, Some(Exception::Overpaid), "{:?}", r.reason);
+    assert_eq!(r.exception, Some(Exception::Duplicate), "{:?}", r.reason);
+    let reason = r.reason.clone().unwrap_or_default();
+    assert!(reason.contains("after the intent expired"), "{reason}");
+
+    // Support cannot credit it at the locked rate; it can be refunded.
+    let (st, v) = w
+        .act(
+            i.id,
+            "a1",
+            json!({"action": "accept", "note": "credit it", "actor": "ana"}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CONFLICT, "{v}");
+    assert_eq!(w.h.balance("acct-1").await, 10_000);
+    let (st, v) = w
+        .act(
+            i.id,
+            "r1",
+            json!({"action": "refund_required", "note": "send it back", "actor": "ana",
+                   "destination": LTC_REFUND}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    assert_eq!(w.h.balance("acct-1").await, 10_000);
+    w.assert_money_rules_hold().await;
+}
+
+/// Found 3: support dismissed an expired order that had received nothing;
+/// the customer's payment then arrived, and nothing told anyone.
+async fn a_payment_after_support_dismissed_an_empty_intent_opens_a_case(b: Backend) {
+    let mut w = World::new(b).await;
+    let i = w.h.create("order", "dismissed-empty", "LTC", "100").await;
+    w.h.pass_expiry(&i);
+    w.h.sync().await;
+    assert_eq!(w.h.intent(i.id).await.status, Status::Expired);
+    let (st, v) = w
+        .act(
+            i.id,
+            "d1",
+            json!({"action": "dismiss", "note": "abandoned cart", "actor": "ana"}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    assert_eq!(w.h.intent(i.id).await.status, Status::Resolved);
+    let events_before = w.outbox_of(i.id).await;
+
+    w.h.pay(&i.address, Asset::Ltc, i.amount_due);
+    w.h.mine(1);
+    w.h.sync().await;
+
+    let r = w.h.intent(i.id).await;
+    assert_eq!(r.status, Status::NeedsReview, "{:?}", r.reason);
+    assert!(r.exception.is_some(), "{:?}", r.reason);
+    assert_eq!(r.reason_code.as_deref(), Some("paid_after_decision"));
+    assert!(
+        w.outbox_of(i.id).await > events_before,
+        "the storefront hears of it"
+    );
+    w.assert_money_rules_hold().await;
+}
+
+/// Found 3, its other half: a reassign's target had no transfers (the usual
+/// case); when the customer paid it as well, that money went unseen.
+async fn a_payment_to_a_reassign_target_that_had_received_nothing_opens_a_case(b: Backend) {
+    let mut w = World::new(b).await;
+    let source = w.h.create("order", "first-try", "LTC", "100").await;
+    w.h.pass_expiry(&source);
+    w.h.sync().await;
+    w.h.pay(&source.address, Asset::Ltc, source.amount_due);
+    w.h.mine(1);
+    w.h.sync().await;
+    assert_eq!(
+        w.h.intent(source.id).await.exception,
+        Some(Exception::PaidLate)
+    );
+    let target = w.h.create("order", "second-try", "LTC", "100").await;
+    let (st, v) = w
+        .act(
+            source.id,
+            "m1",
+            json!({"action": "reassign", "to_intent": target.id.to_string(), "note": "same customer",
+                   "actor": "ana"}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    assert_eq!(w.h.intent(target.id).await.status, Status::Resolved);
+
+    w.h.pay(&target.address, Asset::Ltc, target.amount_due);
+    w.h.mine(1);
+    w.h.sync().await;
+
+    let r = w.h.intent(target.id).await;
+    assert_eq!(r.status, Status::NeedsReview, "{:?}", r.reason);
+    assert_eq!(r.exception, Some(Exception::Duplicate), "{:?}", r.reason);
+    w.assert_money_rules_hold().await;
+}
+
+/// Found 5: a reorg past finality re-mined the settling payment under a new
+/// row; support's refund_required took it for new money and claimed it,
+/// while the settlement still stood on it.
+async fn a_remined_copy_of_the_settling_payment_cannot_be_claimed_for_a_refund(b: Backend) {
+    let mut w = World::new(b).await;
+    let i = w.h.create("topup", "remined", "LTC", "100").await;
+    w.h.pay(&i.address, Asset::Ltc, i.amount_due);
+    w.h.mine(3);
+    w.h.sync().await;
+    assert_eq!(w.h.intent(i.id).await.status, Status::Paid);
+
+    // Deeper than the one confirmation: the payment is mined again elsewhere.
+    w.h.chain.reorg_keeping_transactions(3);
+    w.h.mine(4);
+    w.h.sync().await;
+    assert_eq!(w.h.balance("acct-1").await, 10_000);
+
+    let (st, v) = w
+        .act(
+            i.id,
+            "r1",
+            json!({"action": "refund_required", "note": "customer wants it back", "actor": "ana",
+                   "destination": LTC_REFUND}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CONFLICT, "{v}");
+    assert_eq!(
+        w.h.count("SELECT COUNT(*) FROM refunds").await,
+        0,
+        "the payment the settlement stands on is not refundable"
+    );
+    assert_eq!(w.h.balance("acct-1").await, 10_000);
+    assert_eq!(w.reversals().await, 0);
+    w.assert_money_rules_hold().await;
+}
+
+/// Found 8: any contract's `Transfer` to a watched address (fake "USDT",
+/// look-alike dust) sent the intent to review, and re-opened paid ones.
+async fn a_token_that_is_no_method_asset_never_moves_an_intent(b: Backend) {
+    let mut w = World::with_harness(Harness::new(b, Network::Ethereum, 1).await).await;
+    let spam = AssetId::Token {
+        contract: "0x00000000000000000000000000000000deadbeef".into(),
+    };
+    let open = w.h.create("order", "open", "USDT", "100").await;
+    let paid = w.h.create("topup", "paid", "USDT", "100").await;
+    w.h.pay(&paid.address, Asset::Usdt, paid.amount_due);
+    w.h.mine(1);
+    w.h.sync().await;
+    assert_eq!(w.h.intent(paid.id).await.status, Status::Paid);
+
+    w.h.chain.pay(&open.address, spam.clone(), 100_000_000);
+    w.h.chain.pay(&paid.address, spam, 1);
+    w.h.mine(2);
+    w.h.sync().await;
+
+    let r = w.h.intent(open.id).await;
+    assert_eq!(r.status, Status::AwaitingPayment, "{:?}", r.reason);
+    let r = w.h.intent(paid.id).await;
+    assert_eq!(r.status, Status::Paid, "{:?}", r.reason);
+    // Recorded all the same, for an operator to see.
+    assert_eq!(
+        w.h.count("SELECT COUNT(*) FROM transfers WHERE asset LIKE 'token:%'")
+            .await,
+        2
+    );
+    // A real wrong asset (another method's) still goes to review.
+    w.h.pay(&open.address, Asset::Usdc, open.amount_due);
+    w.h.mine(2);
+    w.h.sync().await;
+    let r = w.h.intent(open.id).await;
+    assert_eq!(
+        (r.status, r.exception),
+        (Status::NeedsReview, Some(Exception::WrongAsset)),
+        "{:?}",
+        r.reason
+    );
+    w.assert_money_rules_hold().await;
+}
+
+/// Found 7: USDC sent to a USDT intent, then the USDT. The intent settled
+/// with the USDC beside it; refund_required said there was nothing to
+/// refund, accept said already paid, and only dismiss was left.
+async fn wrong_asset_money_that_arrived_before_settlement_can_be_refunded(b: Backend) {
+    let mut w = World::with_harness(Harness::new(b, Network::Ethereum, 1).await).await;
+    let i = w.h.create("topup", "usdc-first", "USDT", "100").await;
+    w.h.pay(&i.address, Asset::Usdc, i.amount_due);
+    w.h.mine(1);
+    w.h.sync().await;
+    w.h.pay(&i.address, Asset::Usdt, i.amount_due);
+    w.h.mine(2);
+    w.h.sync().await;
+    let r = w.h.intent(i.id).await;
+    assert_eq!(
+        (r.status, r.exception),
+        (Status::NeedsReview, Some(Exception::WrongAsset)),
+        "{:?}",
+        r.reason
+    );
+    assert_eq!(w.h.balance("acct-1").await, 10_000, "the USDT paid it");
+
+    let (st, v) = w
+        .act(
+            i.id,
+            "r1",
+            json!({"action": "refund_required", "note": "send the USDC back", "actor": "ana",
+                   "destination": "0x52908400098527886e0f7030069857d2e4169ee7"}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    // The refund claims the USDC, never the USDT the settlement stands on.
+    assert_eq!(
+        w.h.count("SELECT COUNT(*) FROM decision_payments WHERE claims = 1 AND asset = 'USDC'")
+            .await,
+        1
+    );
+    assert_eq!(
+        w.h.count("SELECT COUNT(*) FROM decision_payments WHERE claims = 1 AND asset = 'USDT'")
+            .await,
+        0
+    );
+    let r = w.h.intent(i.id).await;
+    assert_eq!(r.status, Status::Resolved, "{:?}", r.reason);
+    assert_eq!(w.h.balance("acct-1").await, 10_000);
+    w.assert_money_rules_hold().await;
+}
+
+/// Credits back: an order paid from the balance is cancelled, in part then
+/// whole; the account gets its money back once per key, never more than
+/// the debit took, each credit on the feed.
+async fn an_order_paid_from_the_balance_is_credited_back_once_and_never_past_its_debit(b: Backend) {
+    let mut w = World::new(b).await;
+    let i = w.h.create("topup", "funds", "LTC", "100").await;
+    w.h.pay(&i.address, Asset::Ltc, i.amount_due);
+    w.h.mine(1);
+    w.h.sync().await;
+    assert_eq!(w.h.balance("acct-1").await, 10_000);
+    let post = |path: &str, key: &str, body: Value| {
+        let (path, key, body) = (path.to_owned(), key.to_owned(), body.to_string());
+        let client = &w.client;
+        async move {
+            client
+                .call(Http::POST, &path, Some(STOREFRONT), Some(&key), Some(body))
+                .await
+        }
+    };
+    let (st, v) = post(
+        "/v1/accounts/acct-1/debits",
+        "d1",
+        json!({"usd_amount": "30.00", "order": "gpu-7"}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    assert_eq!(w.h.balance("acct-1").await, 7_000);
+
+    let credits = "/v1/accounts/acct-1/credits";
+    let (st, v) = post(
+        credits,
+        "c1",
+        json!({"usd_amount": "20.00", "debit": "d1", "memo": "one GPU-hour unused"}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    assert_eq!(v["available_usd_cents"], 9_000, "{v}");
+    // A retry posts nothing again.
+    let (st, v) = post(
+        credits,
+        "c1",
+        json!({"usd_amount": "20.00", "debit": "d1", "memo": "one GPU-hour unused"}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(w.h.balance("acct-1").await, 9_000);
+    // The same key for another amount is another request.
+    let (st, v) = post(credits, "c1", json!({"usd_amount": "5.00", "debit": "d1"})).await;
+    assert_eq!((st, code(&v)), (StatusCode::CONFLICT, "conflict"), "{v}");
+    // Never past the debit.
+    let (st, v) = post(credits, "c2", json!({"usd_amount": "10.01", "debit": "d1"})).await;
+    assert_eq!(
+        (st, code(&v)),
+        (StatusCode::CONFLICT, "credit_exceeds_debit"),
+        "{v}"
+    );
+    assert_eq!(w.h.balance("acct-1").await, 9_000);
+    let (st, v) = post(credits, "c3", json!({"usd_amount": "10.00", "debit": "d1"})).await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    assert_eq!(w.h.balance("acct-1").await, 10_000);
+    // Only a debit of this account can be credited back.
+    let (st, v) = post(
+        credits,
+        "c4",
+        json!({"usd_amount": "1.00", "debit": "nope"}),
+    )
+    .await;
+    assert_eq!((st, code(&v)), (StatusCode::NOT_FOUND, "not_found"), "{v}");
+    let (st, v) = post(
+        "/v1/accounts/acct-2/credits",
+        "c5",
+        json!({"usd_amount": "1.00", "debit": "d1"}),
+    )
+    .await;
+    assert_eq!((st, code(&v)), (StatusCode::NOT_FOUND, "not_found"), "{v}");
+
+    // Each credit is a ledger entry on the feed, naming the order.
+    assert_eq!(
+        w.h.count(
+            "SELECT COUNT(*) FROM outbox WHERE topic = 'ledger' \
+             AND payload LIKE '%credit_back:%' AND payload LIKE '%gpu-7%'"
+        )
+        .await,
+        2
+    );
+    // The order stays paid: what the storefront does with it is its own.
+    assert_eq!(
+        w.h.payment_status("order", "gpu-7")
+            .await
+            .get("payment_status"),
+        Some("paid")
+    );
+    w.assert_money_rules_hold().await;
+}
+
+/// USDT for a Tron intent sent on Ethereum to its address's twin: the
+/// refund goes back on Ethereum, where the money is, so its destination is
+/// an Ethereum address, never a Tron one.
+async fn a_wrong_network_refund_goes_back_on_the_network_the_money_came_on(b: Backend) {
+    let mut w = World::with_harness(Harness::new(b, Network::Ethereum, 1).await).await;
+    let tron: Vec<String> = (1..=2u8)
+        .map(|n| paywatch_tron::encode_address(&[n; 20]))
+        .collect();
+    w.h.store
+        .import_addresses(Network::Tron, &tron, w.h.clock.now_ms())
+        .await
+        .unwrap();
+    let i =
+        w.h.intents
+            .create(&paywatch::intents::NewIntent {
+                kind: "order".into(),
+                reference: "usdt-on-tron".into(),
+                account: "acct-1".into(),
+                asset: "USDT".into(),
+                network: "tron".into(),
+                usd_amount: "100".into(),
+            })
+            .await
+            .unwrap();
+    let (_, twin) = paywatch::twin::twin(Network::Tron, &i.address).expect("a twin");
+    w.h.watch.insert(&twin);
+    w.h.pay(&twin, Asset::Usdt, i.amount_due);
+    w.h.mine(2);
+    w.h.sync().await;
+    let r = w.h.intent(i.id).await;
+    assert_eq!(
+        (r.status, r.exception),
+        (Status::NeedsReview, Some(Exception::WrongNetwork)),
+        "{:?}",
+        r.reason
+    );
+
+    let refund = |destination: &str| {
+        json!({"action": "refund_required", "note": "sent on the wrong network", "actor": "ana",
+               "destination": destination})
+    };
+    // A Tron address would send it where the money is not.
+    let (st, v) = w.act(i.id, "r0", refund(&i.address)).await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{v}");
+    assert!(v.to_string().contains("ethereum"), "{v}");
+    let (st, v) = w
+        .act(
+            i.id,
+            "r1",
+            refund("0x52908400098527886e0f7030069857d2e4169ee7"),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    assert_eq!(
+        w.h.count(
+            "SELECT COUNT(*) FROM decision_payments WHERE claims = 1 AND network = 'ethereum'"
+        )
+        .await,
+        1
+    );
+    assert_eq!(w.h.intent(i.id).await.status, Status::Resolved);
+    w.assert_money_rules_hold().await;
+}
+
+// ---------------------------------------------------------------------------
+// found by the model-based test (tests/money_model.rs)
+
+/// A reorg took the settling payment out; the payer sent again after the
+/// expiry, and support required that late money refunded, closing the
+/// reversed case. A third payment, mined after that decision, stood under
+/// nothing: the reversed settlement's branch read "closed by support since
+/// the reversal" as the last word, without the check for money after it
+/// that every other closed case has.
+async fn a_payment_after_support_closed_a_reversed_intent_opens_a_case(b: Backend) {
+    let mut w = World::new(b).await;
+    let i =
+        w.h.create("topup", "reversed-then-closed", "LTC", "100")
+            .await;
+    w.h.pay(&i.address, Asset::Ltc, i.amount_due);
+    w.h.mine(1);
+    w.h.sync().await;
+    assert_eq!(w.h.intent(i.id).await.status, Status::Paid);
+    assert_eq!(w.h.balance("acct-1").await, 10_000);
+
+    // The payment's block is replaced by one without it, after the expiry.
+    w.h.pass_expiry(&i);
+    w.h.chain.reorg(1);
+    w.h.mine(2);
+    w.h.sync().await;
+    let r = w.h.intent(i.id).await;
+    assert_eq!(r.exception, Some(Exception::Reversed), "{:?}", r.reason);
+
+    // The payer pays again, late; support has it refunded.
+    w.h.pay(&i.address, Asset::Ltc, i.amount_due);
+    w.h.mine(1);
+    w.h.sync().await;
+    let (st, v) = w
+        .act(
+            i.id,
+            "rr1",
+            json!({"action": "refund_required", "note": "paid again after the expiry",
+                   "actor": "ana", "destination": LTC_REFUND}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    assert_eq!(w.h.intent(i.id).await.status, Status::Resolved);
+    let events_before = w.outbox_of(i.id).await;
+
+    // And a third payment arrives after that decision.
+    w.h.pay(&i.address, Asset::Ltc, i.amount_due);
+    w.h.mine(1);
+    w.h.sync().await;
+
+    let r = w.h.intent(i.id).await;
+    assert_eq!(r.status, Status::NeedsReview, "{:?}", r.reason);
+    assert_eq!(r.exception, Some(Exception::Duplicate), "{:?}", r.reason);
+    assert_eq!(r.reason_code.as_deref(), Some("paid_after_decision"));
+    assert!(
+        w.outbox_of(i.id).await > events_before,
+        "the storefront hears of it"
+    );
+    assert_eq!(
+        w.reversals().await,
+        1,
+        "nothing is credited or reversed again"
+    );
+    assert_eq!(
+        w.h.balance("acct-1").await,
+        0,
+        "late money is never credited by itself"
+    );
+    w.assert_money_rules_hold().await;
+}
