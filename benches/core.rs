@@ -148,6 +148,7 @@ fn matcher_throughput() {
                 success: true,
                 first_seen_ms: T0,
                 final_at_ms: Some(T0),
+                matures_at: None,
                 orphaned_at_ms: None,
                 next_block_time_ms: 0,
             }

@@ -165,6 +165,7 @@ async fn run_daemon(a: &Args) -> anyhow::Result<()> {
         events_per_transaction: 100,
         blocks_per_poll: 100,
         dormancy: None,
+        backstop_after_end: Duration::from_secs(86_400),
     };
     let deps = WatcherDeps {
         store: store.clone(),

@@ -227,6 +227,7 @@ pub async fn run_until_with_metrics(
                 sweep_every: Duration::from_secs(ns.electrum.sweep_every_secs),
                 page: ns.electrum.batch_size,
             }),
+            backstop_after_end: Duration::from_secs(ns.backstop_after_end_secs),
         };
         let watch = ctx.watch[&network].clone();
         let counters = metrics.watcher(network);

@@ -181,6 +181,16 @@ fn evm_source(
             .traces_per_request
             .unwrap_or(evm::EvmConfig::default().traces_per_request)
             .max(1),
+        trace_timeout: ns
+            .rpc
+            .trace_timeout_secs
+            .map_or(evm::EvmConfig::default().trace_timeout, |s| {
+                std::time::Duration::from_secs(s.max(1))
+            }),
+        trace_retry_for: ns.rpc.trace_retry_secs.map_or(
+            evm::EvmConfig::default().trace_retry_for,
+            std::time::Duration::from_secs,
+        ),
     };
     evm::EvmSource::new(cfg, watch).map_err(|e| match e {
         evm::EvmSetupError::Url(why) => invalid("rpc.url", why),
@@ -292,7 +302,8 @@ fn solana_source(
     solana::SolanaSource::new(cfg, watch).map_err(|e| invalid("rpc.url", e.to_string()))
 }
 
-/// The TRC-20 USDT contract: configured, else mainnet's.
+/// The TRC-20 USDT contract, and the recognised USDC one: configured, else
+/// mainnet's.
 pub(crate) fn tron_tokens(ns: &NetworkSettings) -> Result<tron::Tokens, ChainSetupError> {
     let method = Method::new(Asset::Usdt, Network::Tron).expect("a Tron method");
     let mut tokens = Vec::new();
@@ -303,6 +314,23 @@ pub(crate) fn tron_tokens(ns: &NetworkSettings) -> Result<tron::Tokens, ChainSet
             why: format!("USDT: {e}"),
         })?;
         tokens.push((Asset::Usdt, body));
+    }
+    // Other methods' assets, recognised so real money sent by mistake is
+    // a wrong asset for a person, never spam: configured (a dev chain's
+    // own deployment), else the issuer's mainnet contract.
+    for (asset, mainnet) in paywatch_core::recognised_tokens(Network::Tron) {
+        let configured = ns
+            .contracts
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(asset.as_str()))
+            .map(|(_, v)| v.as_str());
+        let contract = configured.unwrap_or(mainnet);
+        let body = tron::parse_address(contract).map_err(|e| ChainSetupError::Invalid {
+            network: Network::Tron,
+            key: "contracts",
+            why: format!("{asset}: {e}"),
+        })?;
+        tokens.push((*asset, body));
     }
     Ok(tron::Tokens::new(tokens))
 }

@@ -8,7 +8,7 @@ use paywatch::intents::{parse_pool, NewIntent};
 use paywatch::settings::Settings;
 use paywatch::store::IntentRecord;
 use paywatch::IntentKind;
-use paywatch_core::{AssetId, Method, Network};
+use paywatch_core::{AssetId, Network};
 use tracing_subscriber::EnvFilter;
 
 /// The shortest token `hash-token` accepts: a person's own choice must at
@@ -215,6 +215,24 @@ enum BalanceCommand {
         #[arg(long)]
         memo: Option<String>,
     },
+    /// Credit money back to an account once per --key, against the debit
+    /// (its --key) whose order was cancelled or refunded in part; never
+    /// more than that debit took.
+    CreditBack {
+        #[arg(long)]
+        account: String,
+        /// USD amount, at most two decimals.
+        #[arg(long)]
+        usd: String,
+        /// Idempotency key: the same key never credits twice.
+        #[arg(long)]
+        key: String,
+        /// The key of the debit whose money comes back.
+        #[arg(long)]
+        debit: String,
+        #[arg(long)]
+        memo: Option<String>,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -273,6 +291,10 @@ enum TransferCommand {
         /// lost window: no intent knows them, a person attributes them.
         #[arg(long)]
         lost_window: bool,
+        /// Only tokens that are no payment method's asset (address
+        /// poisoning, look-alike dust): recorded, never moving an intent.
+        #[arg(long, conflicts_with = "lost_window")]
+        spam: bool,
     },
 }
 
@@ -347,7 +369,7 @@ fn extract_solana(files: &[(String, Vec<u8>)], watch: &[String]) -> anyhow::Resu
         let t = &p.transfer;
         match &t.asset {
             AssetId::Known(a) => {
-                let decimals = Method::new(*a, Network::Solana).map_or(0, |m| m.decimals());
+                let decimals = a.decimals();
                 println!(
                     "{} {} {} {} {}",
                     t.txid,
@@ -357,7 +379,7 @@ fn extract_solana(files: &[(String, Vec<u8>)], watch: &[String]) -> anyhow::Resu
                     a.as_str()
                 );
             }
-            // Tokens are no Solana payment method: shown by mint, in base units.
+            // Any other mint is no method's asset: shown by mint, in base units.
             AssetId::Token { contract } => {
                 println!("{} {} {} token:{contract}", t.txid, t.to, t.amount);
             }
@@ -379,7 +401,7 @@ fn extract_tron(files: &[(String, Vec<u8>)], watch: &[String]) -> anyhow::Result
     let report = paywatch_tron::extract(files, watch).context("extract_failed")?;
     let coin = |t: &paywatch_core::Transfer| match &t.asset {
         AssetId::Known(a) => {
-            let decimals = Method::new(*a, Network::Tron).map_or(0, |m| m.decimals());
+            let decimals = a.decimals();
             (a.as_str().to_owned(), t.amount.to_decimal_string(decimals))
         }
         AssetId::Token { contract } => (format!("token:{contract}"), "?".to_owned()),
@@ -427,7 +449,7 @@ fn extract_ethereum(files: &[(String, Vec<u8>)], watch: &[String]) -> anyhow::Re
         };
         let (asset, coin) = match &t.asset {
             AssetId::Known(a) => {
-                let decimals = Method::new(*a, Network::Ethereum).map_or(0, |m| m.decimals());
+                let decimals = a.decimals();
                 (a.as_str().to_owned(), t.amount.to_decimal_string(decimals))
             }
             AssetId::Token { contract } => (format!("token:{contract}"), "?".to_owned()),
@@ -705,6 +727,26 @@ async fn run() -> anyhow::Result<()> {
             }
         }
         Command::Transfers(TransferCommand::List {
+            spam: true, limit, ..
+        }) => {
+            for s in ctx.store.spam_transfers(limit).await? {
+                let t = &s.transfer;
+                println!(
+                    "{} {} {}:{} -> {} {} {} height {} {}",
+                    t.id,
+                    t.network,
+                    t.txid,
+                    t.index,
+                    t.to,
+                    t.amount,
+                    t.asset.code(),
+                    t.block_height,
+                    s.intent_id
+                        .map_or_else(|| "no intent".to_owned(), |id| format!("intent {id}"))
+                );
+            }
+        }
+        Command::Transfers(TransferCommand::List {
             network,
             address,
             limit,
@@ -783,6 +825,19 @@ async fn run() -> anyhow::Result<()> {
                     println!(
                         "{network}: {dormant} dormant addresses, out of the live watch set and \
                          looked up by the sweep"
+                    );
+                }
+                if let Some(from) = ctx.store.unread_from(network).await? {
+                    println!(
+                        "{network}: blocks from {from} were handed out without every transfer \
+                         in them (untraced); they are read again from there"
+                    );
+                }
+                let open_gaps = ctx.store.open_balance_gap_count(network).await?;
+                if open_gaps > 0 {
+                    println!(
+                        "{network}: {open_gaps} balance gaps open: money at an issued address \
+                         no transfer explains (GET /v1/review-queue, balance_gaps)"
                     );
                 }
                 for g in ctx.store.chain_gaps(network).await? {
@@ -871,7 +926,9 @@ async fn intent(ctx: &Context, command: IntentCommand) -> anyhow::Result<()> {
 }
 
 async fn balance(ctx: &Context, command: BalanceCommand) -> anyhow::Result<()> {
-    use paywatch::reconcile::{BalancePayment, DebitOutcome, SettledBy};
+    use paywatch::reconcile::{
+        BalanceCredit, BalancePayment, CreditOutcome, DebitOutcome, SettledBy,
+    };
     let usd = |cents: i64| {
         format!(
             "{}.{:02}",
@@ -895,12 +952,7 @@ async fn balance(ctx: &Context, command: BalanceCommand) -> anyhow::Result<()> {
             order,
             memo,
         } => {
-            let cents = paywatch_core::Amount::parse_decimal("usd", &amount, 2)
-                .map_err(|e| anyhow::anyhow!("amount_invalid: {e}"))?;
-            let cents = i64::try_from(cents.0)
-                .ok()
-                .filter(|c| *c > 0)
-                .ok_or_else(|| anyhow::anyhow!("amount_invalid: usd must be above 0"))?;
+            let cents = usd_cents(&amount)?;
             let outcome = ctx
                 .reconciler
                 .debit(&BalancePayment {
@@ -949,8 +1001,64 @@ async fn balance(ctx: &Context, command: BalanceCommand) -> anyhow::Result<()> {
                 ),
             }
         }
+        BalanceCommand::CreditBack {
+            account,
+            usd: amount,
+            key,
+            debit,
+            memo,
+        } => {
+            let cents = usd_cents(&amount)?;
+            let outcome = ctx
+                .reconciler
+                .credit_back(&BalanceCredit {
+                    account: &account,
+                    cents,
+                    key: &key,
+                    debit: &debit,
+                    memo: memo.as_deref(),
+                })
+                .await?;
+            match outcome {
+                CreditOutcome::Posted { balance_cents } => println!(
+                    "credited {} USD back to {account} from debit {debit}; {} USD available",
+                    usd(cents),
+                    usd(balance_cents)
+                ),
+                CreditOutcome::AlreadyPosted { balance_cents } => println!(
+                    "already credited under key {key}; nothing credited again; {} USD available",
+                    usd(balance_cents)
+                ),
+                CreditOutcome::KeyConflict => {
+                    bail!("conflict: key {key} was used for another credit; use a new key")
+                }
+                CreditOutcome::NoSuchDebit => bail!(
+                    "not_found: {account} has no debit under key {debit}; nothing was credited"
+                ),
+                CreditOutcome::BeyondDebit {
+                    debited_cents,
+                    credited_cents,
+                } => bail!(
+                    "credit_exceeds_debit: debit {debit} took {} USD and {} USD of it is credited \
+                     back already; {} USD more would exceed it; nothing was credited",
+                    usd(debited_cents),
+                    usd(credited_cents),
+                    usd(cents)
+                ),
+            }
+        }
     }
     Ok(())
+}
+
+/// `--usd` as cents, above 0.
+fn usd_cents(amount: &str) -> anyhow::Result<i64> {
+    let cents = paywatch_core::Amount::parse_decimal("usd", amount, 2)
+        .map_err(|e| anyhow::anyhow!("amount_invalid: {e}"))?;
+    i64::try_from(cents.0)
+        .ok()
+        .filter(|c| *c > 0)
+        .ok_or_else(|| anyhow::anyhow!("amount_invalid: usd must be above 0"))
 }
 
 fn print_intent(i: &IntentRecord) {

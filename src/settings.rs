@@ -194,6 +194,16 @@ pub struct NetworkSettings {
     /// Without it, such payments are not seen (see the README).
     #[serde(default)]
     pub traces: bool,
+    /// Ethereum and Tron: how long after an intent ended (paid, expired,
+    /// resolved) the balance backstop still compares its address's balance
+    /// with the coin recorded there. A customer who pays through a contract
+    /// days after expiry is seen only within this.
+    #[serde(default = "backstop_after_end_secs")]
+    pub backstop_after_end_secs: u64,
+}
+
+fn backstop_after_end_secs() -> u64 {
+    86_400
 }
 
 fn finalized() -> String {
@@ -278,6 +288,14 @@ pub struct RpcSettings {
     /// request, apart from blocks and logs (8); fewer while the node
     /// cannot serve them in time.
     pub traces_per_request: Option<usize>,
+    /// Ethereum with `traces`: the tracer's timeout per transaction sent
+    /// with each trace call (20; geth's own is 5), at most three quarters
+    /// of `timeout_secs`.
+    pub trace_timeout_secs: Option<u64>,
+    /// Ethereum with `traces`: how long the traces of a block the node
+    /// could not trace are asked for again before it goes to the operator
+    /// as an `eth_traces_unavailable` alert (3600).
+    pub trace_retry_secs: Option<u64>,
 }
 
 impl fmt::Debug for RpcSettings {
@@ -360,6 +378,8 @@ impl Default for RpcSettings {
             password: None,
             blocks_per_request: blocks_per_request(),
             traces_per_request: None,
+            trace_timeout_secs: None,
+            trace_retry_secs: None,
             mempool_wallet: None,
         }
     }

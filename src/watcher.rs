@@ -14,9 +14,11 @@ use crate::ingest::{Ingest, IngestError};
 use crate::metrics::WatcherMetrics;
 use crate::store::{ApplyOutcome, Store, StoreError};
 
+mod backstop;
 mod dormancy;
 mod rescan;
 mod stall;
+mod unread;
 
 pub use dormancy::Dormancy;
 
@@ -31,6 +33,9 @@ pub struct WatcherConfig {
     /// Where addresses may leave the live set; `None`: every issued
     /// address stays in it (and any left dormant before comes back).
     pub dormancy: Option<Dormancy>,
+    /// How long after an intent ended the balance backstop still compares
+    /// its address (Ethereum and Tron).
+    pub backstop_after_end: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -96,7 +101,7 @@ pub(crate) async fn run_with_metrics<S: BlockSource>(
     let span = tracing::info_span!("watcher", network = %cfg.network);
     async move {
         let (network_of_cfg, now_of_deps) = (cfg.network, deps.clock.now_ms());
-        let mut watcher = Watcher { cfg, deps, metrics, refreshed_at: None, swept_at: None, stall: stall::StallWatch::new(network_of_cfg, now_of_deps), backoff: Duration::ZERO, cursor_stale: false, sampled_at: None, sweep: dormancy::Sweep::default() };
+        let mut watcher = Watcher { cfg, deps, metrics, refreshed_at: None, swept_at: None, stall: stall::StallWatch::new(network_of_cfg, now_of_deps), backoff: Duration::ZERO, cursor_stale: false, sampled_at: None, sweep: dormancy::Sweep::default(), backstop: backstop::Backstop::default(), unread: unread::UnreadRecord::default() };
         let mut stream: Option<CanonicalStream<S>> = None;
         let new_head = source.head_signal();
         let mut source = Some(source);
@@ -234,6 +239,8 @@ struct Watcher {
     /// When the heights were last sampled for the console's lag chart.
     sampled_at: Option<i64>,
     sweep: dormancy::Sweep,
+    backstop: backstop::Backstop,
+    unread: unread::UnreadRecord,
 }
 
 impl Watcher {
@@ -281,6 +288,7 @@ impl Watcher {
         self.refresh_watch_set(s).await?;
         self.dormancy_step(s).await?;
         self.queue_missed_rescan(s).await?;
+        self.resume_unread(s).await?;
         // Between two polls, so a rescan never holds the tip back by more
         // than one batch of blocks.
         let rescanning = self.rescan_step(s).await?;
@@ -293,6 +301,7 @@ impl Watcher {
             Err(e) if e.is_transient() => return Err(Trouble::Transient(e.to_string())),
             Err(e) => return Err(Trouble::Halt(e)),
         };
+        self.record_unread(s).await?;
         let disconnects = events
             .iter()
             .filter(|e| matches!(e, ChainEvent::Disconnected { .. }))
@@ -353,9 +362,13 @@ impl Watcher {
             info!("watcher recovered");
             self.backoff = Duration::ZERO;
         }
+        if let Some(unread) = s.source().unread_blocks() {
+            self.metrics.set_unread_blocks(unread);
+        }
         let cursor = s.cursor_tip().map_or(0, |c| c.height);
         if events.is_empty() {
             self.follow_mempool(s).await?;
+            self.backstop_step(s, final_height, rescanning).await;
             tracing::debug!(
                 tip,
                 cursor,

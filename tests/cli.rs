@@ -553,6 +553,21 @@ source = "devchain"
             )
             .await
             .expect("a halted Solana watcher");
+        store
+            .execute_raw(
+                "INSERT INTO chain_state (network, cursor_height, cursor_hash, watcher_state, \
+                 updated_at, unread_from) VALUES ('ethereum', 90, 'h90', 'ok', 0, 77)",
+            )
+            .await
+            .expect("an Ethereum watcher reading blocks again");
+        store
+            .execute_raw(
+                "INSERT INTO balance_gaps (network, address, intent_id, height, node_balance, \
+                 counted, unexplained, found_at) \
+                 VALUES ('ethereum', '0xabc', NULL, 80, '5', '0', '5', 0)",
+            )
+            .await
+            .expect("a balance gap");
         store.close().await;
     });
     let out = run(c, &accept).ok();
@@ -570,6 +585,10 @@ source = "devchain"
         out.contains("solana: gap 400..=499 skipped, never read: accepted by ops-alice at")
             && out.contains("node retention passed"),
         "{out}"
+    );
+    assert!(
+        out.contains("ethereum: 1 balance gaps open") && out.contains("ethereum: blocks from 77"),
+        "status names what still waits for a person or a second read: {out}"
     );
 }
 

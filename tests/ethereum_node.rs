@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::eth::{
     deploy_contracts, eth_settings, eth_world, Daemon, EthOptions, ETH_FOR_100_USD, ETH_PAYER,
-    STABLE_FOR_100_USD, TOKEN_HOLDER,
+    FINALITY_DEPTH, STABLE_FOR_100_USD, TOKEN_HOLDER,
 };
 use common::{Backend, TestDb};
 use paywatch::reconcile::{Exception, Status};
@@ -160,7 +160,8 @@ async fn under_over_late_and_duplicate_payments_are_flagged() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn usdc_to_a_usdt_address_eth_to_a_token_address_and_other_tokens_are_wrong_asset() {
+async fn usdc_to_a_usdt_address_and_eth_to_a_token_address_are_wrong_asset_and_a_fake_usdt_is_spam()
+{
     let w = eth_world(EthOptions::default()).await;
     let usdt = w
         .daemon
@@ -171,31 +172,70 @@ async fn usdc_to_a_usdt_address_eth_to_a_token_address_and_other_tokens_are_wron
         .create_in("USDC", "order", "usdc-gets-eth", "100")
         .await;
     let eth = w.daemon.order("eth-gets-other", "100").await;
+    let paid = w
+        .daemon
+        .create_in("USDT", "order", "paid-then-poisoned", "100")
+        .await;
     w.pay_usdc(&usdt.address, STABLE_FOR_100_USD).await;
     w.pay_eth(&usdc.address, ETH_FOR_100_USD).await;
     let other = w.contracts.other.clone();
     w.pay_token(&other, &eth.address, 5_000_000).await;
+    w.pay_token(&w.contracts.usdt, &paid.address, STABLE_FOR_100_USD)
+        .await;
     w.finalize().await;
-    for i in [&usdt, &usdc, &eth] {
+    w.daemon
+        .wait_for(paid.id, "paid", |r| r.status == Status::Paid)
+        .await;
+    // Address poisoning: a look-alike "Tether USD" contract sends dust to a
+    // paid address and to an open one.
+    let fake = w
+        .node
+        .deploy_token("Tether USD", "USDT", 1_000_000_000)
+        .await
+        .expect("a fake USDT deployed");
+    w.pay_token(&fake, &paid.address, 1).await;
+    w.pay_token(&fake, &eth.address, 100_000_000).await;
+    w.finalize().await;
+    for i in [&usdt, &usdc] {
         let r = w
             .daemon
             .wait_for(i.id, "wrong asset", |r| r.status == Status::NeedsReview)
             .await;
         assert_eq!(r.exception, Some(Exception::WrongAsset), "{:?}", r.reason);
     }
+    // Tokens no method accepts are recorded by their contract, and move nothing.
+    let spam = |to: String, token: String| {
+        let daemon = &w.daemon;
+        async move {
+            daemon
+                .count(&format!(
+                    "SELECT COUNT(*) FROM transfers WHERE to_address = '{to}' AND asset = 'token:{}'",
+                    token.to_lowercase()
+                ))
+                .await
+        }
+    };
     assert_eq!(
-        w.daemon
-            .count(&format!(
-                "SELECT COUNT(*) FROM transfers WHERE to_address = '{}' AND asset = 'token:{}'",
-                eth.address,
-                other.to_lowercase()
-            ))
-            .await,
+        spam(eth.address.clone(), other.clone()).await,
         1,
-        "a token no method accepts is recorded by its contract\n{}",
+        "{}",
         w.daemon.transfers_table().await
     );
-    assert_eq!(w.daemon.count("SELECT COUNT(*) FROM settlements").await, 0);
+    // The fake's dust was mined after the rest: wait for it to be read.
+    for _ in 0..600 {
+        if spam(paid.address.clone(), fake.clone()).await == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(spam(eth.address.clone(), fake.clone()).await, 1);
+    assert_eq!(spam(paid.address.clone(), fake.clone()).await, 1);
+    let r = w.daemon.intent(eth.id).await;
+    assert_eq!(r.status, Status::AwaitingPayment, "{:?}", r.reason);
+    let r = w.daemon.intent(paid.id).await;
+    assert_eq!(r.status, Status::Paid, "{:?}", r.reason);
+    assert_eq!(w.daemon.count("SELECT COUNT(*) FROM settlements").await, 1);
+    w.daemon.assert_money_rules().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -634,5 +674,320 @@ async fn exact_payment_on_postgres() {
     assert_eq!(
         daemon.ctx.store.balance_cents("acct-1").await.unwrap(),
         10_000
+    );
+}
+
+/// geth's answer for a transaction whose tracer ran out of time holds back
+/// nothing else: the USDT and the top-level ETH payment in its block
+/// settle, and the ETH a contract sent in it arrives once the node can
+/// trace it again (the block is read again, as a missed one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_untraceable_transaction_holds_back_neither_tokens_nor_eth_and_its_internal_eth_comes_later(
+) {
+    untraceable_transaction_beside_payments(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_untraceable_transaction_on_postgres() {
+    untraceable_transaction_beside_payments(Backend::Postgres).await;
+}
+
+async fn untraceable_transaction_beside_payments(backend: Backend) {
+    use paywatch_testkit::trace_proxy::TraceFault;
+    let w = eth_world(EthOptions {
+        backend,
+        trace_proxy: true,
+        ..EthOptions::default()
+    })
+    .await;
+    let proxy = w.proxy.as_ref().expect("a trace proxy");
+    let usdt = w
+        .daemon
+        .create_in("USDT", "order", "usdt-beside", "100")
+        .await;
+    let eth = w.daemon.order("eth-beside", "100").await;
+    let internal = w.daemon.order("eth-by-contract", "100").await;
+    let fwd = w.contracts.forwarder.clone();
+
+    w.node.set_automine(false).await.unwrap();
+    w.pay_usdt(&usdt.address, STABLE_FOR_100_USD).await;
+    w.pay_eth(&eth.address, ETH_FOR_100_USD).await;
+    let forwarded = w
+        .node
+        .forward(&fwd, ETH_PAYER, &internal.address, ETH_FOR_100_USD)
+        .await
+        .unwrap();
+    proxy.set_fault(Some(TraceFault::TxTimeout {
+        tx: forwarded.clone(),
+    }));
+    let height = w.node.mine(1).await.unwrap();
+    w.node.set_automine(true).await.unwrap();
+    w.finalize().await;
+
+    for i in [&usdt, &eth] {
+        let paid = w
+            .daemon
+            .wait_for(i.id, "paid beside the untraceable transaction", |r| {
+                r.status == Status::Paid
+            })
+            .await;
+        assert_eq!(paid.exception, None, "{:?}", paid.reason);
+    }
+    assert!(
+        proxy.calls().spoiled.values().sum::<u64>() > 0,
+        "the node was made unable to trace block {height}"
+    );
+    let waiting = w.daemon.intent(internal.id).await;
+    assert_eq!(
+        waiting.status,
+        Status::AwaitingPayment,
+        "without its trace the contract's ETH is not seen yet"
+    );
+
+    proxy.set_fault(None);
+    let paid = w
+        .daemon
+        .wait_for(internal.id, "paid once the traces come back", |r| {
+            r.status == Status::Paid
+        })
+        .await;
+    assert_eq!(paid.exception, None, "{:?}", paid.reason);
+    assert_eq!(paid.amount_final, internal.amount_due);
+    assert_eq!(
+        w.daemon
+            .count(&format!(
+                "SELECT COUNT(*) FROM transfers WHERE txid = '{forwarded}' AND asset = 'ETH' \
+                 AND tx_status = 'success'"
+            ))
+            .await,
+        1,
+        "the contract's ETH is recorded once\n{}",
+        w.daemon.transfers_table().await
+    );
+    assert_eq!(w.daemon.count("SELECT COUNT(*) FROM settlements").await, 3);
+}
+
+/// The wait for a block's traces is kept in memory by the source. Killed
+/// while it waited, paywatch must not forget the block: the restarted
+/// watcher reads it again from the height the store kept, and the ETH a
+/// contract sent in it pays the intent once the node can trace it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_untraced_block_waited_on_when_paywatch_is_killed_is_read_again_after_the_restart() {
+    use paywatch_testkit::trace_proxy::TraceFault;
+    let mut w = eth_world(EthOptions {
+        trace_proxy: true,
+        ..EthOptions::default()
+    })
+    .await;
+    let internal = w.daemon.order("eth-by-contract-crash", "100").await;
+    let fwd = w.contracts.forwarder.clone();
+    w.node.set_automine(false).await.unwrap();
+    let forwarded = w
+        .node
+        .forward(&fwd, ETH_PAYER, &internal.address, ETH_FOR_100_USD)
+        .await
+        .unwrap();
+    let proxy = w.proxy.as_ref().expect("a trace proxy");
+    proxy.set_fault(Some(TraceFault::TxTimeout {
+        tx: forwarded.clone(),
+    }));
+    let height = w.node.mine(1).await.unwrap();
+    w.node.set_automine(true).await.unwrap();
+    w.finalize().await;
+    w.daemon.wait_cursor(height).await;
+    assert_eq!(
+        w.daemon
+            .count("SELECT COUNT(*) FROM chain_state WHERE network = 'ethereum' AND unread_from IS NOT NULL")
+            .await,
+        1,
+        "the wait for block {height}'s traces is kept in the store"
+    );
+
+    w.daemon.crash();
+    w.proxy.as_ref().expect("a trace proxy").set_fault(None);
+    w.daemon.start_again().await;
+    let paid = w
+        .daemon
+        .wait_for(internal.id, "paid after the restart", |r| {
+            r.status == Status::Paid
+        })
+        .await;
+    assert_eq!(paid.amount_final, internal.amount_due, "{:?}", paid.reason);
+    assert_eq!(
+        w.daemon
+            .count(&format!(
+                "SELECT COUNT(*) FROM transfers WHERE txid = '{forwarded}' AND asset = 'ETH'"
+            ))
+            .await,
+        1,
+        "recorded once\n{}",
+        w.daemon.transfers_table().await
+    );
+}
+
+/// Without traces, ETH a contract sends to an open intent's address is in
+/// no block paywatch reads, yet it is in the address's balance: at the next
+/// final height the balance backstop finds it, once, as money no transfer
+/// explains, with its exact amount, and lists it for an operator. The
+/// intent is left unpaid: nothing settles by itself. A token beside it and
+/// a direct payment elsewhere add nothing; an address the merchant swept
+/// before a contract paid it cannot be compared and is skipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_traces_eth_a_contract_sent_is_a_balance_gap_in_the_review_queue() {
+    contract_eth_is_a_balance_gap(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_traces_eth_a_contract_sent_is_a_balance_gap_on_postgres() {
+    contract_eth_is_a_balance_gap(Backend::Postgres).await;
+}
+
+async fn contract_eth_is_a_balance_gap(backend: Backend) {
+    let w = eth_world(EthOptions {
+        backend,
+        traces: false,
+        ..EthOptions::default()
+    })
+    .await;
+    let via_contract = w.daemon.order("paid-by-a-safe", "100").await;
+    let direct = w.daemon.order("paid-directly", "100").await;
+    let swept = w.daemon.order("swept-first", "100").await;
+    let fwd = w.contracts.forwarder.clone();
+    // The swept address: paid directly (recorded), half of it swept out by
+    // the merchant, then paid by a contract: its balance says nothing now.
+    w.pay_eth(&swept.address, ETH_FOR_100_USD).await;
+    w.wait_sent_mined().await;
+    w.sweep(&swept.address, ETH_FOR_100_USD / 2).await;
+    w.wait_sent_mined().await;
+    w.node
+        .forward(&fwd, ETH_PAYER, &swept.address, ETH_FOR_100_USD)
+        .await
+        .unwrap();
+    // Addresses are compared once the watch set has held them a while.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    w.node
+        .forward(&fwd, ETH_PAYER, &via_contract.address, ETH_FOR_100_USD)
+        .await
+        .unwrap();
+    // A token at the same address is no native coin: it neither explains
+    // nor makes a difference.
+    w.pay_usdt(&via_contract.address, STABLE_FOR_100_USD).await;
+    w.pay_eth(&direct.address, ETH_FOR_100_USD).await;
+    w.finalize().await;
+    w.daemon
+        .wait_for(direct.id, "paid directly", |r| r.status == Status::Paid)
+        .await;
+
+    let store = &w.daemon.ctx.store;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let gaps = loop {
+        let gaps = store.open_balance_gaps(100).await.unwrap();
+        if !gaps.is_empty() {
+            break gaps;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no balance gap was found\n{}",
+            w.daemon.transfers_table().await
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    // Later final heights find the same difference: nothing new.
+    w.node.mine(FINALITY_DEPTH).await.unwrap();
+    w.daemon.wait_cursor(w.tip().await).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let gaps_later = store.open_balance_gaps(100).await.unwrap();
+    assert_eq!(gaps_later, gaps, "the same gap is recorded once");
+    assert_eq!(
+        gaps.len(),
+        1,
+        "only the unswept contract-paid address: {gaps:?}"
+    );
+    let g = &gaps[0];
+    assert_eq!(g.address, via_contract.address);
+    assert_eq!(g.intent_id, Some(via_contract.id));
+    assert_eq!(
+        (g.node_balance, g.counted, g.unexplained),
+        (ETH_FOR_100_USD, 0, ETH_FOR_100_USD)
+    );
+
+    let queue = common::eth::review_queue(&w.daemon).await;
+    let listed = queue["balance_gaps"].as_array().expect("balance_gaps");
+    assert_eq!(listed.len(), 1, "{queue}");
+    assert_eq!(listed[0]["network"], "ethereum");
+    assert_eq!(listed[0]["asset"], "ETH");
+    assert_eq!(listed[0]["address"], via_contract.address.as_str());
+    assert_eq!(listed[0]["intent_id"], via_contract.id);
+    assert_eq!(listed[0]["unexplained"], ETH_FOR_100_USD.to_string());
+    assert_eq!(listed[0]["counted"], "0");
+    assert_eq!(listed[0]["handled_at_ms"], serde_json::Value::Null);
+
+    // An operator looks at the chain, refunds, and marks the gap handled:
+    // it leaves the queue with who did it and why, and only once.
+    let api = common::eth::operator_client(&w.daemon).await;
+    let mark = |id: String, body: &'static str| {
+        let api = &api;
+        async move {
+            api.call(
+                reqwest::Method::POST,
+                &format!("/v1/balance-gaps/{id}/handled"),
+                Some(common::api::OPERATOR),
+                None,
+                Some(body.into()),
+            )
+            .await
+        }
+    };
+    let id = g.id.to_string();
+    let (status, refused) = mark(id.clone(), r#"{"actor": "ana"}"#).await;
+    assert_eq!(status, reqwest::StatusCode::BAD_REQUEST, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("note"),
+        "{refused}"
+    );
+    let (status, handled) = mark(
+        id.clone(),
+        r#"{"actor": "ana", "note": "a Safe paid; refunded in 0xabc"}"#,
+    )
+    .await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{handled}");
+    assert_eq!(handled["handled_by"], "ana");
+    assert_eq!(handled["handled_note"], "a Safe paid; refunded in 0xabc");
+    assert_eq!(handled["unexplained"], ETH_FOR_100_USD.to_string());
+    let queue = common::eth::review_queue(&w.daemon).await;
+    assert_eq!(queue["balance_gaps"], serde_json::json!([]), "{queue}");
+    let (status, again) = mark(id, r#"{"actor": "bo", "note": "refunded too"}"#).await;
+    assert_eq!(status, reqwest::StatusCode::CONFLICT, "{again}");
+    assert_eq!(again["error"]["code"], "already_handled");
+    assert!(
+        again["error"]["message"].as_str().unwrap().contains("ana"),
+        "{again}"
+    );
+    let (status, _) = mark("999999".into(), r#"{"actor": "bo", "note": "x"}"#).await;
+    assert_eq!(status, reqwest::StatusCode::NOT_FOUND);
+
+    // Nothing settles by itself: the intent is as the chain's transfers say
+    // (in review for the USDT, another method's asset), never paid.
+    let r = w.daemon.intent(via_contract.id).await;
+    assert_eq!(
+        (r.status, r.exception, r.amount_final, r.amount_pending),
+        (
+            Status::NeedsReview,
+            Some(Exception::WrongAsset),
+            Amount(0),
+            Amount(0)
+        )
+    );
+    assert_eq!(
+        w.daemon
+            .count(&format!(
+                "SELECT COUNT(*) FROM settlements WHERE intent_id = {}",
+                via_contract.id
+            ))
+            .await,
+        0
     );
 }

@@ -9,7 +9,7 @@ use common::ltc::{settings_for, Daemon, Options, Via};
 use common::{Backend, TestDb};
 use paywatch::reconcile::{Exception, Status};
 use paywatch_core::Amount;
-use paywatch_testkit::{ElectrumX, LitecoinNode, NodeOptions};
+use paywatch_testkit::{Alternate, ElectrumX, LitecoinNode, NodeOptions, RpcProxy};
 use serde_json::json;
 
 const ONE_LTC: u128 = 100_000_000;
@@ -693,4 +693,135 @@ async fn the_devnet_customer_pays_open_intents_on_a_regtest_node() {
         .await;
     assert_eq!(paid.amount_final, intent.amount_due, "exactly what was due");
     assert_eq!(paid.exception, None);
+}
+
+/// A final payment, then a load balancer that also sends paywatch to a
+/// second node, cut off before the payment and behind on 3 blocks of its
+/// own (restored from a snapshot, or a backend that lost its peers). Its
+/// lower tip is not a reorg: the order stays paid, nothing is reversed or
+/// credited again, no event or webhook goes out twice, and once the node
+/// rejoins the chain the watcher simply follows it. Runs on both stores.
+async fn a_lagging_backend_on_a_stale_branch_never_reverses_a_final_payment(backend: Backend) {
+    let good = LitecoinNode::start(NodeOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("Litecoin Core regtest node: {e}"));
+    let lagging = LitecoinNode::start(NodeOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("Litecoin Core regtest node: {e}"));
+    // The two share a history, then lose each other.
+    lagging
+        .rpc(
+            "addnode",
+            json!([format!("127.0.0.1:{}", good.p2p_port()), "onetry"]),
+        )
+        .await
+        .unwrap();
+    let shared = good.mine(1).await.unwrap().pop().unwrap();
+    let started = std::time::Instant::now();
+    while lagging.best_hash().await.unwrap() != shared {
+        assert!(started.elapsed().as_secs() < 60, "the nodes never met");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    for node in [&good, &lagging] {
+        node.rpc("setnetworkactive", json!([false])).await.unwrap();
+    }
+    lagging.mine(3).await.unwrap();
+
+    // Turns of 64 requests each: whole polls go to one node, then the other.
+    let proxy = RpcProxy::start(vec![good.rpc_url(), lagging.rpc_url()], Alternate::new(64))
+        .await
+        .unwrap();
+    let db = TestDb::new(backend).await;
+    let mut settings = settings_for(&db.url, &good, None, &Options::default());
+    settings
+        .networks
+        .get_mut("litecoin")
+        .expect("litecoin settings")
+        .rpc
+        .url = proxy.url().to_owned();
+    let daemon = Daemon::start(db, settings).await;
+    daemon.wait_cursor(good.block_count().await.unwrap()).await;
+
+    let intent = daemon.order("gpu-lagging", "100").await;
+    good.send(&intent.address, "1").await.unwrap();
+    let tip = good.mine(7).await.unwrap().pop().unwrap();
+    daemon.wait_cursor_at(&tip).await;
+    let paid = daemon
+        .wait_for(intent.id, "paid", |i| i.status == Status::Paid)
+        .await;
+    let events = |id: i64| format!("SELECT COUNT(*) FROM intent_events WHERE intent_id = {id}");
+    let events_when_paid = daemon.count(&events(intent.id)).await;
+    let outbox_when_paid = daemon.count("SELECT COUNT(*) FROM outbox").await;
+
+    // A few seconds of polls (about 10 a second), half of them answered by
+    // the lagging node; the chain grows meanwhile.
+    for _ in 0..4 {
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        let i = daemon.intent(intent.id).await;
+        assert_eq!(
+            (i.status, i.exception, i.reversed_at_ms, i.amount_final),
+            (Status::Paid, None, None, paid.amount_final),
+            "a lagging backend reversed a final payment:\n{}",
+            daemon.transfers_table().await
+        );
+        good.mine(1).await.unwrap();
+    }
+    let tip = good.best_hash().await.unwrap();
+    daemon.wait_cursor_at(&tip).await;
+    assert_eq!(
+        daemon
+            .count("SELECT COUNT(*) FROM transfers WHERE orphaned_at IS NOT NULL")
+            .await,
+        0,
+        "nothing of the chain was orphaned:\n{}",
+        daemon.transfers_table().await
+    );
+    assert_eq!(
+        daemon.count("SELECT COUNT(*) FROM settlements").await,
+        1,
+        "settled once"
+    );
+    assert_eq!(daemon.count(&events(intent.id)).await, events_when_paid);
+    assert_eq!(
+        daemon.count("SELECT COUNT(*) FROM outbox").await,
+        outbox_when_paid,
+        "no webhook or feed event went out again"
+    );
+    daemon.assert_money_rules().await;
+
+    // The lagging node rejoins and takes the chain: nothing changes.
+    for node in [&good, &lagging] {
+        node.rpc("setnetworkactive", json!([true])).await.unwrap();
+    }
+    lagging
+        .rpc(
+            "addnode",
+            json!([format!("127.0.0.1:{}", good.p2p_port()), "onetry"]),
+        )
+        .await
+        .unwrap();
+    let tip = good.mine(1).await.unwrap().pop().unwrap();
+    let started = std::time::Instant::now();
+    while lagging.best_hash().await.unwrap() != tip {
+        assert!(
+            started.elapsed().as_secs() < 60,
+            "the lagging node never caught up"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    daemon.wait_cursor_at(&tip).await;
+    let i = daemon.intent(intent.id).await;
+    assert_eq!((i.status, i.reversed_at_ms), (Status::Paid, None));
+    assert_eq!(daemon.count(&events(intent.id)).await, events_when_paid);
+    daemon.assert_money_rules().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lagging_backend_on_a_stale_branch_never_reverses_a_final_payment_on_sqlite() {
+    a_lagging_backend_on_a_stale_branch_never_reverses_a_final_payment(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lagging_backend_on_a_stale_branch_never_reverses_a_final_payment_on_postgres() {
+    a_lagging_backend_on_a_stale_branch_never_reverses_a_final_payment(Backend::Postgres).await;
 }

@@ -253,6 +253,7 @@ async fn a_crash_after_disconnecting_the_first_ingested_block_loses_no_payment(b
         events_per_transaction: 1,
         blocks_per_poll: 10,
         dormancy: None,
+        backstop_after_end: Duration::from_secs(86_400),
     };
     let deps = WatcherDeps {
         store: h.store.clone(),

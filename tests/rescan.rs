@@ -57,6 +57,7 @@ fn start(h: &Harness) -> Running {
         events_per_transaction: 1,
         blocks_per_poll: BLOCKS_PER_POLL,
         dormancy: None,
+        backstop_after_end: Duration::from_secs(86_400),
     };
     let deps = WatcherDeps {
         store: h.store.clone(),

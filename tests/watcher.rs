@@ -53,6 +53,7 @@ fn start_with(
         events_per_transaction: 1,
         blocks_per_poll: 10,
         dormancy,
+        backstop_after_end: Duration::from_secs(86_400),
     };
     let deps = WatcherDeps {
         store: h.store.clone(),
