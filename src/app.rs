@@ -147,7 +147,8 @@ impl Context {
             settings.tolerances()?,
             settings.reconcile.batch_size,
         )
-        .with_confirm_windows(settings.confirm_windows()?);
+        .with_confirm_windows(settings.confirm_windows()?)
+        .with_dust_floors(settings.dust_floors()?);
         Ok(Context {
             settings,
             store,

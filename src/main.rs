@@ -291,8 +291,9 @@ enum TransferCommand {
         /// lost window: no intent knows them, a person attributes them.
         #[arg(long)]
         lost_window: bool,
-        /// Only tokens that are no payment method's asset (address
-        /// poisoning, look-alike dust): recorded, never moving an intent.
+        /// Only transfers set aside as moving no intent: tokens that are no
+        /// payment method's asset (address poisoning, look-alike tokens),
+        /// and dust under a settlement's floor (`reconcile.dust_floor`).
         #[arg(long, conflicts_with = "lost_window")]
         spam: bool,
     },
@@ -732,8 +733,9 @@ async fn run() -> anyhow::Result<()> {
             for s in ctx.store.spam_transfers(limit).await? {
                 let t = &s.transfer;
                 println!(
-                    "{} {} {}:{} -> {} {} {} height {} {}",
+                    "{} {} {} {}:{} -> {} {} {} height {} {}",
                     t.id,
+                    s.reason(),
                     t.network,
                     t.txid,
                     t.index,

@@ -1,7 +1,7 @@
 //! Configuration agreement: every instance settles money under the same
 //! rules. The settings that decide when money counts on a network
 //! (confirmations and finality, the reorg window, the confirm-by window,
-//! tolerances, the intent expiry, token contracts and chain id) are pinned
+//! tolerances, dust floors, the intent expiry, token contracts and chain id) are pinned
 //! in the database per network. The first instance to start pins its own;
 //! only `paywatch config apply` changes them. An instance configured
 //! otherwise refuses to start, and one that was running when they changed
@@ -58,7 +58,13 @@ impl MoneySettings {
                 )
             })
             .collect();
-        let value = json!({
+        let dust_floors: BTreeMap<String, String> = settings
+            .dust_floors()?
+            .into_iter()
+            .filter(|(method, _)| method.network() == network)
+            .map(|(method, floor)| (method.asset().to_string(), floor.0.to_string()))
+            .collect();
+        let mut value = json!({
             "confirmations": ns.confirmations,
             "finality": ns.finality,
             "chain_id": ns.chain_id,
@@ -68,6 +74,11 @@ impl MoneySettings {
             "tolerance": tolerances,
             "intent_expiry_secs": settings.intents.expiry_secs,
         });
+        // Only when set: a network without one keeps the fingerprint it
+        // had before dust floors existed, so an upgrade pins nothing anew.
+        if !dust_floors.is_empty() {
+            value["dust_floor"] = json!(dust_floors);
+        }
         // serde_json's maps are sorted (no preserve_order), so equal
         // settings give equal text.
         let json = value.to_string();

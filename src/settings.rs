@@ -89,6 +89,11 @@ pub struct ReconcileSettings {
     /// Per method ("ASSET:network"): `{ basis_points = 50, max = "0.001" }`.
     #[serde(default)]
     pub tolerance: BTreeMap<String, serde_json::Value>,
+    /// Per method ("ASSET:network"): a coin amount, e.g. "0.0001". Money of
+    /// the method's own asset under it, arriving after a settlement, is
+    /// recorded and shown but opens no case.
+    #[serde(default)]
+    pub dust_floor: BTreeMap<String, String>,
 }
 
 /// The storefront's event feed (`paywatch_events`, `GET /v1/events`).
@@ -732,6 +737,7 @@ impl Settings {
             self.leases.validate(),
             self.intent_policy().map(|_| ()),
             self.tolerances().map(|_| ()),
+            self.dust_floors().map(|_| ()),
             self.fixed_rates().map(|_| ()),
         ];
         out.extend(checks.into_iter().filter_map(|r| match r.err()? {
@@ -949,6 +955,23 @@ impl Settings {
             let field = format!("reconcile.tolerance.{key}");
             let method = parse_method_key(&field, key)?;
             out.insert(method, parse_tolerance(&field, method, value)?);
+        }
+        Ok(out)
+    }
+
+    /// The dust floor after a settlement, per method, in base units: same-
+    /// asset money under it that arrives after the intent settled never
+    /// reopens it (look-alike dust and poisoning land at paid addresses).
+    pub fn dust_floors(&self) -> Result<HashMap<Method, Amount>, SettingsError> {
+        let mut out = HashMap::new();
+        for (key, value) in &self.reconcile.dust_floor {
+            let field = format!("reconcile.dust_floor.{key}");
+            let method = parse_method_key(&field, key)?;
+            let floor = Amount::parse_decimal(&field, value, method.decimals())
+                .map_err(|e| SettingsError::Invalid(e.to_string()))?;
+            if floor.0 > 0 {
+                out.insert(method, floor);
+            }
         }
         Ok(out)
     }

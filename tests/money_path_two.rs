@@ -37,6 +37,18 @@ fn tolerance(basis_points: u32) -> HashMap<Method, Tolerance> {
     )])
 }
 
+/// What the storefront reads to know whether a reference is paid, and how:
+/// `paywatch_payment_status.paid` and `paid_via`.
+async fn paid(h: &Harness, kind: &str, reference: &str) -> (i64, Option<String>) {
+    let row = h
+        .row(&format!(
+            "SELECT paid, paid_via FROM paywatch_payment_status \
+             WHERE kind = '{kind}' AND reference = '{reference}'"
+        ))
+        .await;
+    (row.int("paid"), row.get("paid_via").map(str::to_owned))
+}
+
 /// As a declaration, a support action or a rescan would: every intent is
 /// looked at again.
 async fn queue_every_intent(h: &Harness) {
@@ -58,6 +70,12 @@ on_both_databases!(
     wrong_asset_money_that_arrived_before_settlement_can_be_refunded,
     an_order_paid_from_the_balance_is_credited_back_once_and_never_past_its_debit,
     a_wrong_network_refund_goes_back_on_the_network_the_money_came_on,
+    a_reversed_top_up_is_paid_again_by_a_new_intent_and_its_money_coming_back_is_a_duplicate,
+    a_reversed_order_is_paid_from_the_balance,
+    a_sibling_intents_timely_payment_settles_a_reversed_reference,
+    a_top_up_reversed_twice_over_two_intents_is_credited_once_net,
+    support_accepts_a_reversed_intents_new_payment,
+    same_asset_dust_under_the_settled_floor_never_reopens_a_paid_intent,
     // found by the model-based test (tests/money_model.rs)
     a_payment_after_support_closed_a_reversed_intent_opens_a_case,
 );
@@ -610,5 +628,348 @@ async fn a_payment_after_support_closed_a_reversed_intent_opens_a_case(b: Backen
         0,
         "late money is never credited by itself"
     );
+    w.assert_money_rules_hold().await;
+}
+
+/// Found 4: a reversed reference could never be paid again, and
+/// `reversed_at` read as "paid": the storefront's new intent was refused.
+/// Now the reversal frees it; the first payment coming back afterwards is a
+/// duplicate, never a second credit.
+async fn a_reversed_top_up_is_paid_again_by_a_new_intent_and_its_money_coming_back_is_a_duplicate(
+    b: Backend,
+) {
+    let mut w = World::new(b).await;
+    let first =
+        w.h.create("topup", "reversed-then-repaid", "LTC", "100")
+            .await;
+    w.h.pay(&first.address, Asset::Ltc, first.amount_due);
+    w.h.mine(1);
+    w.h.sync().await;
+    assert_eq!(w.h.intent(first.id).await.status, Status::Paid);
+    assert_eq!(w.h.balance("acct-1").await, 10_000);
+
+    // A reorg past finality takes the payment away.
+    let dropped = w.h.chain.reorg(1);
+    w.h.mine(2);
+    w.h.sync().await;
+    let r = w.h.intent(first.id).await;
+    assert_eq!(r.exception, Some(Exception::Reversed), "{:?}", r.reason);
+    assert_eq!(w.h.balance("acct-1").await, 0);
+    assert_eq!(paid(&w.h, "topup", "reversed-then-repaid").await.0, 0);
+
+    // The storefront asks for the money again, and the customer pays.
+    let again =
+        w.h.try_create("topup", "reversed-then-repaid", "LTC", "100")
+            .await
+            .expect("a reversed reference takes a new intent");
+    w.h.pay(&again.address, Asset::Ltc, again.amount_due);
+    w.h.mine(1);
+    w.h.sync().await;
+    assert_eq!(w.h.intent(again.id).await.status, Status::Paid);
+    assert_eq!(w.h.balance("acct-1").await, 10_000);
+    assert_eq!(paid(&w.h, "topup", "reversed-then-repaid").await.0, 1);
+    assert_eq!(
+        w.h.count(&format!(
+            "SELECT COUNT(*) FROM settlements_superseded WHERE intent_id = {}",
+            first.id
+        ))
+        .await,
+        1,
+        "the reversed settlement is kept"
+    );
+
+    // The first payment is broadcast again and mined: it is a duplicate
+    // for review, never credited a second time.
+    w.h.chain.rebroadcast(dropped);
+    w.h.mine(1);
+    w.h.sync().await;
+    let r = w.h.intent(first.id).await;
+    assert_eq!(r.status, Status::NeedsReview, "{:?}", r.reason);
+    assert_eq!(r.exception, Some(Exception::Duplicate), "{:?}", r.reason);
+    assert_eq!(w.h.balance("acct-1").await, 10_000);
+    assert_eq!(w.reversals().await, 1);
+    w.assert_money_rules_hold().await;
+}
+
+/// Found 4: a debit for an order whose chain settlement was reversed was
+/// refused as "already paid".
+async fn a_reversed_order_is_paid_from_the_balance(b: Backend) {
+    let mut w = World::new(b).await;
+    let funds = w.h.create("topup", "funds", "LTC", "100").await;
+    w.h.pay(&funds.address, Asset::Ltc, funds.amount_due);
+    w.h.mine(1);
+    w.h.sync().await;
+    let order = w.h.create("order", "gpu-9", "LTC", "30").await;
+    w.h.pay(&order.address, Asset::Ltc, order.amount_due);
+    w.h.mine(1);
+    w.h.sync().await;
+    assert_eq!(w.h.intent(order.id).await.status, Status::Paid);
+    assert_eq!(w.h.balance("acct-1").await, 10_000);
+
+    w.h.chain.reorg(1);
+    w.h.mine(2);
+    w.h.sync().await;
+    let r = w.h.intent(order.id).await;
+    assert_eq!(r.exception, Some(Exception::Reversed), "{:?}", r.reason);
+    assert_eq!(paid(&w.h, "order", "gpu-9").await.0, 0);
+
+    let (st, v) = w
+        .client
+        .call(
+            Http::POST,
+            "/v1/accounts/acct-1/debits",
+            Some(STOREFRONT),
+            Some("pay-gpu-9"),
+            Some(json!({"usd_amount": "30.00", "order": "gpu-9"}).to_string()),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    assert_eq!(w.h.balance("acct-1").await, 7_000);
+    assert_eq!(
+        paid(&w.h, "order", "gpu-9").await,
+        (1, Some("balance".into()))
+    );
+    w.assert_money_rules_hold().await;
+}
+
+/// Found 4: an order asked twice, both paid on time in one block; the
+/// first settled and the second was a duplicate. A reorg drops both, and
+/// only the second is mined again: it settles the order.
+async fn a_sibling_intents_timely_payment_settles_a_reversed_reference(b: Backend) {
+    let mut w = World::new(b).await;
+    let one = w.h.create("order", "asked-twice", "LTC", "30").await;
+    let two = w.h.create("order", "asked-twice", "LTC", "30").await;
+    w.h.pay(&one.address, Asset::Ltc, one.amount_due);
+    w.h.pay(&two.address, Asset::Ltc, two.amount_due);
+    w.h.mine(1);
+    w.h.sync().await;
+    let settler =
+        w.h.store
+            .settled_intent(paywatch::IntentKind::Order, "asked-twice")
+            .await
+            .unwrap()
+            .expect("one of them settled the order");
+    let (winner, sibling) = if settler == one.id {
+        (one, two)
+    } else {
+        (two, one)
+    };
+    let r = w.h.intent(sibling.id).await;
+    assert_eq!(r.exception, Some(Exception::Duplicate), "{:?}", r.reason);
+
+    let dropped = w.h.chain.reorg(1);
+    w.h.chain.rebroadcast(
+        dropped
+            .into_iter()
+            .filter(|t| t.to == sibling.address)
+            .collect(),
+    );
+    w.h.mine(2);
+    w.h.sync().await;
+
+    let r = w.h.intent(sibling.id).await;
+    assert_eq!(r.status, Status::Paid, "{:?}", r.reason);
+    let r = w.h.intent(winner.id).await;
+    assert_ne!(r.status, Status::Paid, "{:?}", r.reason);
+    assert_eq!(
+        w.h.store
+            .settled_intent(paywatch::IntentKind::Order, "asked-twice")
+            .await
+            .unwrap(),
+        Some(sibling.id)
+    );
+    assert_eq!(paid(&w.h, "order", "asked-twice").await.0, 1);
+    w.assert_money_rules_hold().await;
+}
+
+/// Found 4, the case a freed reference opens: two intents of one top-up
+/// take turns. The first settles and is reversed; the second settles and
+/// is reversed; the first's payment comes back and settles again. The
+/// first is credited twice over its life, each under its own key, and the
+/// account ends with one top-up's worth.
+async fn a_top_up_reversed_twice_over_two_intents_is_credited_once_net(b: Backend) {
+    let mut w = World::new(b).await;
+    let one = w.h.create("topup", "ping-pong", "LTC", "100").await;
+    let two = w.h.create("topup", "ping-pong", "LTC", "100").await;
+    w.h.pay(&one.address, Asset::Ltc, one.amount_due);
+    w.h.mine(1);
+    w.h.sync().await;
+    assert_eq!(w.h.intent(one.id).await.status, Status::Paid);
+    let dropped_one = w.h.chain.reorg(1);
+    w.h.mine(2);
+    w.h.sync().await;
+    assert_eq!(w.h.balance("acct-1").await, 0);
+
+    w.h.pay(&two.address, Asset::Ltc, two.amount_due);
+    w.h.mine(1);
+    w.h.sync().await;
+    assert_eq!(w.h.intent(two.id).await.status, Status::Paid);
+    assert_eq!(w.h.balance("acct-1").await, 10_000);
+
+    w.h.chain.reorg(1);
+    w.h.chain.rebroadcast(dropped_one);
+    w.h.mine(2);
+    w.h.sync().await;
+    let r = w.h.intent(one.id).await;
+    assert_eq!(r.status, Status::Paid, "{:?}", r.reason);
+    assert!(
+        r.paid_at_ms.is_some() && r.reversed_at_ms.is_none(),
+        "the intent reads paid again, not reversed: {r:?}"
+    );
+    let r = w.h.intent(two.id).await;
+    assert_ne!(r.status, Status::Paid, "{:?}", r.reason);
+    assert_eq!(w.h.balance("acct-1").await, 10_000);
+    assert_eq!(
+        w.h.count(&format!(
+            "SELECT COUNT(*) FROM ledger_entries WHERE entry_key = 'topup:{}:2'",
+            one.id
+        ))
+        .await,
+        1,
+        "the second credit of one intent has a key of its own"
+    );
+    w.assert_money_rules_hold().await;
+}
+
+/// Found 8, the same-asset half: look-alike USDT dust at a paid address
+/// re-opened the intent. Under the dust floor its settlement was made
+/// under, it is recorded and listed for an operator but never moves the
+/// intent, whatever floor is configured later; money at the floor is news.
+async fn same_asset_dust_under_the_settled_floor_never_reopens_a_paid_intent(b: Backend) {
+    let mut w = World::with_harness(Harness::new(b, Network::Tron, 1).await).await;
+    let usdt = Method::new(Asset::Usdt, Network::Tron).unwrap();
+    // 0.1 USDT (6 decimals).
+    w.h.reconciler =
+        w.h.reconciler
+            .clone()
+            .with_dust_floors(HashMap::from([(usdt, Amount(100_000))]));
+    let i = w.h.create("topup", "dusted", "USDT", "100").await;
+    w.h.pay(&i.address, Asset::Usdt, i.amount_due);
+    w.h.mine(1);
+    w.h.sync().await;
+    assert_eq!(w.h.intent(i.id).await.status, Status::Paid);
+    let events = w.outbox_of(i.id).await;
+
+    // Look-alike dust, then the floor removed: the settlement keeps its own.
+    w.h.pay(&i.address, Asset::Usdt, Amount(99_999));
+    w.h.mine(2);
+    w.h.sync().await;
+    w.h.reconciler = w.h.reconciler.clone().with_dust_floors(HashMap::new());
+    w.h.pay(&i.address, Asset::Usdt, Amount(1));
+    w.h.mine(2);
+    w.h.sync().await;
+    queue_every_intent(&w.h).await;
+    w.h.sync().await;
+    let r = w.h.intent(i.id).await;
+    assert_eq!(
+        (r.status, r.exception),
+        (Status::Paid, None),
+        "{:?}",
+        r.reason
+    );
+    assert_eq!(
+        r.amount_final, i.amount_due,
+        "dust is no part of the payment"
+    );
+    assert_eq!(
+        w.outbox_of(i.id).await,
+        events,
+        "the storefront hears nothing"
+    );
+    assert_eq!(w.h.balance("acct-1").await, 10_000);
+    w.assert_money_rules_hold().await;
+
+    // Listed for an operator, with why.
+    let (st, v) = w
+        .client
+        .call(
+            Http::GET,
+            "/v1/review-queue",
+            Some(common::api::OPERATOR),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let dust: Vec<&Value> = v["spam_transfers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["reason"] == "dust_after_settlement")
+        .collect();
+    assert_eq!(dust.len(), 2, "{v}");
+    assert!(dust.iter().all(|t| t["intent_id"] == i.id), "{v}");
+
+    // Money at the floor is a payment a person looks at.
+    w.h.pay(&i.address, Asset::Usdt, Amount(100_000));
+    w.h.mine(2);
+    w.h.sync().await;
+    let r = w.h.intent(i.id).await;
+    assert_eq!(
+        (r.status, r.exception),
+        (Status::NeedsReview, Some(Exception::Duplicate)),
+        "{:?}",
+        r.reason
+    );
+    w.assert_money_rules_hold().await;
+}
+
+/// Found 4, support's way: a reversed top-up's payer paid again after the
+/// expiry; accept was refused as "already paid" (`reversed_at` read as
+/// paid). Accepting the new payment settles it again, credited once more
+/// under a key of its own; the payment it stands on is named.
+async fn support_accepts_a_reversed_intents_new_payment(b: Backend) {
+    let mut w = World::new(b).await;
+    let i =
+        w.h.create("topup", "reversed-then-accepted", "LTC", "100")
+            .await;
+    w.h.pay(&i.address, Asset::Ltc, i.amount_due);
+    w.h.mine(1);
+    w.h.sync().await;
+    assert_eq!(w.h.balance("acct-1").await, 10_000);
+    w.h.pass_expiry(&i);
+    w.h.chain.reorg(1);
+    w.h.mine(2);
+    w.h.sync().await;
+    assert_eq!(w.h.balance("acct-1").await, 0);
+
+    // Paid again, late: a case, never settled by itself.
+    w.h.pay(&i.address, Asset::Ltc, i.amount_due);
+    w.h.mine(1);
+    w.h.sync().await;
+    let r = w.h.intent(i.id).await;
+    assert_eq!(r.status, Status::NeedsReview, "{:?}", r.reason);
+    assert_eq!(w.h.balance("acct-1").await, 0);
+
+    let (st, v) = w.accept(i.id, "accept-again").await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    w.h.sync().await;
+    let r = w.h.intent(i.id).await;
+    assert_eq!(
+        (r.status, r.outcome),
+        (
+            Status::Resolved,
+            Some(paywatch::reconcile::Outcome::PaidBySupport)
+        ),
+        "{:?}",
+        r.reason
+    );
+    assert!(
+        r.paid_at_ms.is_some() && r.reversed_at_ms.is_none(),
+        "the intent reads paid again, not reversed: {r:?}"
+    );
+    assert_eq!(w.h.balance("acct-1").await, 10_000);
+    assert_eq!(
+        w.h.count(&format!(
+            "SELECT COUNT(*) FROM ledger_entries WHERE entry_key = 'topup:{}:2'",
+            i.id
+        ))
+        .await,
+        1
+    );
+    assert_eq!(paid(&w.h, "topup", "reversed-then-accepted").await.0, 1);
+    // Accepted once: a second accept is refused.
+    let (st, v) = w.accept(i.id, "accept-thrice").await;
+    assert_eq!(st, StatusCode::CONFLICT, "{v}");
     w.assert_money_rules_hold().await;
 }

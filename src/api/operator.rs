@@ -142,6 +142,7 @@ pub(crate) async fn review_queue(
                 "amount": t.transfer.amount.to_string(),
                 "block_height": t.transfer.block_height.to_string(),
                 "intent_id": t.intent_id,
+                "reason": t.reason(),
             })
         })
         .collect();

@@ -109,20 +109,23 @@ fn spam_tokens(h: &mut Html, spam: &[SpamTransfer]) {
     if spam.is_empty() {
         return;
     }
-    h.raw("<h2>Tokens that are no payment method (spam)</h2><p>")
+    h.raw("<h2>Spam and dust set aside</h2><p>")
         .text(spam.len())
         .raw(
-            " newest transfers of tokens none of the payment methods accepts: \
-             address poisoning and look-alike dust. They never change an intent's \
-             status; a customer who sent a real token by mistake is a support case.</p>\
-             <table id=\"spam\"><thead><tr><th>Transfer</th><th>Network</th><th>Token</th>\
-             <th>To</th><th>From</th><th>Amount</th><th>Transaction</th><th>Intent</th>\
-             </tr></thead><tbody>",
+            " newest transfers that move no intent: tokens none of the payment methods \
+             accepts (address poisoning, look-alike tokens), and dust of the intent's own \
+             asset under the floor its settlement was made under, sent after it settled \
+             (<code>reconcile.dust_floor</code>). They never change an intent's status; a \
+             customer who sent a real token by mistake is a support case.</p>\
+             <table id=\"spam\"><thead><tr><th>Transfer</th><th>Why</th><th>Network</th>\
+             <th>Token</th><th>To</th><th>From</th><th>Amount</th><th>Transaction</th>\
+             <th>Intent</th></tr></thead><tbody>",
         );
     for s in spam {
         let t = &s.transfer;
         h.raw("<tr>").cells(&[
             &t.id,
+            &s.reason(),
             &t.network,
             &t.asset.code(),
             &t.to,

@@ -386,13 +386,17 @@ impl IntentService {
         let Some(intent) = self.store.insert_intent(&mut tx, &row, address_id).await? else {
             // A settled reference: the rollback returns the address too.
             drop(tx);
-            // Settlements are never deleted, so the one the insert saw is there.
+            // Only a reorg's reversal frees a settled reference, so the
+            // settlement the insert saw is almost always still standing.
             let by = self
                 .store
                 .settled_by(kind, reference)
                 .await?
                 .ok_or_else(|| {
-                    StoreError::Corrupt(format!("the settlement of {kind} {reference} vanished"))
+                    StoreError::Corrupt(format!(
+                        "the settlement of {kind} {reference} was reversed while this intent was \
+                         created: create it again"
+                    ))
                 })?;
             return Err(IntentError::AlreadyPaid {
                 kind,

@@ -123,6 +123,7 @@ impl Reconciler {
                         tolerance_bp: None,
                         tolerance_max: None,
                         rate_usd: None,
+                        dust_floor: None,
                     }],
                     now,
                 )

@@ -67,6 +67,9 @@ pub struct Verdict {
     /// Row ids of the intent's own money, final, made after its expiry:
     /// never what a settlement stands on, so support may refund it.
     pub late_rows: Vec<i64>,
+    /// Row ids of dust under the settlement's floor: recorded and listed
+    /// for an operator, no part of the intent's money.
+    pub dust_rows: Vec<i64>,
 }
 
 /// The intent's money, sorted by when it was made and whether it is final.
@@ -92,7 +95,11 @@ impl Tally {
     fn of(f: &IntentFacts<'_>) -> Tally {
         let mut t = Tally::default();
         let network = f.method.network();
-        for s in f.transfers.iter().filter(|s| s.live() && !s.is_spam()) {
+        for s in f
+            .transfers
+            .iter()
+            .filter(|s| s.live() && !s.is_spam() && !is_dust(f, s))
+        {
             let is_final = f.is_final(s);
             if s.network != network || s.asset != Some(f.method.asset()) {
                 if is_final {
@@ -158,6 +165,12 @@ pub fn decide(f: &IntentFacts<'_>) -> Verdict {
         amount_excess: Amount(amount_final.saturating_sub(f.amount_due.0)),
         money: r.money,
         late_rows: std::mem::take(&mut tally.late_rows),
+        dust_rows: f
+            .transfers
+            .iter()
+            .filter(|s| s.live() && is_dust(f, s))
+            .map(|s| s.id)
+            .collect(),
     }
 }
 
@@ -231,6 +244,14 @@ fn rule(f: &IntentFacts<'_>, t: &Tally) -> Ruling {
             }
             (Some(reversed_at), false) => {
                 return match f.closing.filter(|c| c.at_ms >= reversed_at) {
+                    // Support accepted what arrived since, and nobody else
+                    // paid the freed reference: settled again, on the
+                    // payments the decision names.
+                    Some(c) if c.action == Action::Accept && f.reference_settled_by.is_none() => {
+                        resolved(f, &c).money(MoneyMove::Settle(Via::Support {
+                            decision: Some(c.decision),
+                        }))
+                    }
                     Some(c) => closed(f, &c),
                     None => Ruling::new(
                         S::NeedsReview,
@@ -436,11 +457,9 @@ fn stands(f: &IntentFacts<'_>, s: &SettlementFacts<'_>, t: &Tally, least: u128) 
 fn new_final_money(f: &IntentFacts<'_>, since: Option<i64>) -> (u128, Vec<i64>) {
     let since = since.unwrap_or(i64::MIN);
     let (mut extra, mut foreign) = (0u128, Vec::new());
-    for s in f
-        .transfers
-        .iter()
-        .filter(|s| !s.is_spam() && f.is_final(s) && recorded_after(s, since, f.transfers))
-    {
+    for s in f.transfers.iter().filter(|s| {
+        !s.is_spam() && !is_dust(f, s) && f.is_final(s) && recorded_after(s, since, f.transfers)
+    }) {
         if s.network == f.method.network() && s.asset == Some(f.method.asset()) {
             extra += s.amount.0;
         } else {
@@ -580,6 +599,23 @@ fn late_since(f: &IntentFacts<'_>, t: &Tally, since: Option<i64>) -> u128 {
         .sum()
 }
 
+/// Dust under the settlement's floor: the method's own asset, less than the
+/// floor the settlement was made under, recorded after it settled (a
+/// re-sighting of a payment known then is that payment, never dust).
+/// Recorded and listed for an operator; it never moves the intent.
+fn is_dust(f: &IntentFacts<'_>, t: &SeenTransfer<'_>) -> bool {
+    let Some(settlement) = &f.settlement else {
+        return false;
+    };
+    let (Some(floor), Some(through)) = (settlement.dust_floor, settlement.through) else {
+        return false;
+    };
+    t.amount.0 < floor
+        && t.network == f.method.network()
+        && t.asset == Some(f.method.asset())
+        && recorded_after(t, through, f.transfers)
+}
+
 /// Whether this payment was first recorded after row `through`: a later
 /// row that is not a re-sighting (after a reorg) of a payment known then.
 /// Row order, unlike clocks, cannot be skewed by a miner or another machine.
@@ -713,6 +749,46 @@ mod tests {
         assert_eq!(decide(&settled).money, MoneyMove::Reverse);
     }
 
+    /// Issue 36: dust under the floor a settlement was made under, arriving
+    /// after it, is recorded but never reopens the paid intent; money at the
+    /// floor does; with no floor, any later money does.
+    #[test]
+    fn dust_under_the_settled_floor_never_reopens_a_paid_intent() {
+        let t = [row(1, DUE, 10, EXPIRY - 10), row(2, 99, 12, EXPIRY + 900)];
+        let mut f = facts(&t, 12, EXPIRY + 1_000);
+        f.status = Status::Paid;
+        f.settlement = Some(SettlementFacts {
+            dust_floor: Some(100),
+            ..chain_settlement(1)
+        });
+        let v = decide(&f);
+        assert_eq!(
+            (v.status, v.exception, v.money),
+            (Status::Paid, None, MoneyMove::None)
+        );
+        assert_eq!(
+            v.amount_final,
+            Amount(DUE),
+            "dust is no part of the payment"
+        );
+
+        let at_floor = [row(1, DUE, 10, EXPIRY - 10), row(2, 100, 12, EXPIRY + 900)];
+        f.transfers = &at_floor;
+        let v = decide(&f);
+        assert_eq!(
+            (v.status, v.exception),
+            (Status::NeedsReview, Some(Exception::Duplicate))
+        );
+
+        f.transfers = &t;
+        f.settlement = Some(chain_settlement(1));
+        let v = decide(&f);
+        assert_eq!(
+            (v.status, v.exception),
+            (Status::NeedsReview, Some(Exception::Duplicate))
+        );
+    }
+
     #[test]
     fn timely_money_final_by_the_deadline_settles() {
         let t = [row(1, DUE, 10, EXPIRY - 10)];
@@ -732,6 +808,7 @@ mod tests {
             basis: &[],
             basis_payments: 0,
             tolerance: None,
+            dust_floor: None,
         }
     }
 
@@ -883,6 +960,7 @@ mod tests {
             basis: &t,
             basis_payments: 1,
             tolerance: None,
+            dust_floor: None,
         });
         f.now_ms = EXPIRY + 9_000;
         let v = decide(&f);
@@ -906,6 +984,7 @@ mod tests {
             basis: &gone,
             basis_payments: 1,
             tolerance: None,
+            dust_floor: None,
         });
         let v = decide(&f);
         assert_eq!(

@@ -120,6 +120,9 @@ pub struct SettlementFacts<'a> {
     /// The tolerance in force when it settled, which judges it for as long
     /// as it stands; `None` for settlements made before terms were kept.
     pub tolerance: Option<Tolerance>,
+    /// The dust floor in force when it settled (base units): same-asset
+    /// money under it recorded after the settlement opens no case.
+    pub dust_floor: Option<u128>,
 }
 
 /// What support may decide on a case.

@@ -77,6 +77,7 @@ impl Reconciler {
             policy: writer::Policy {
                 tolerance,
                 confirm_windows: HashMap::new(),
+                dust_floors: HashMap::new(),
             },
             batch_size,
         }
@@ -85,6 +86,17 @@ impl Reconciler {
     /// Confirm windows for intents made before each kept its own deadline.
     pub fn with_confirm_windows(mut self, windows: HashMap<Network, i64>) -> Reconciler {
         self.policy.confirm_windows = windows;
+        self
+    }
+
+    /// Dust floors per method (`reconcile.dust_floor`), recorded on each
+    /// settlement made from now on, which they judge for as long as it
+    /// stands.
+    pub fn with_dust_floors(
+        mut self,
+        floors: HashMap<Method, paywatch_core::Amount>,
+    ) -> Reconciler {
+        self.policy.dust_floors = floors;
         self
     }
 

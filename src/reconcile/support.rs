@@ -383,7 +383,12 @@ impl Reconciler {
                 }
             }
             Action::Accept => {
-                if own_settlement.is_some() || intent.paid_at_ms.is_some() {
+                // A reversed settlement paid nothing: what arrived since may
+                // be accepted (the status contract's reversed-then-paid
+                // policy), unless other money paid the reference meanwhile.
+                let reversed = own_settlement.is_some_and(|s| s.reversed_at_ms.is_some())
+                    || (own_settlement.is_none() && intent.reversed_at_ms.is_some());
+                if !reversed && (own_settlement.is_some() || intent.paid_at_ms.is_some()) {
                     return conflict(format!("intent {} is already paid", intent.id));
                 }
                 if let Some(by) = settled_elsewhere {
@@ -418,18 +423,12 @@ impl Reconciler {
                         intent.id
                     ));
                 }
-                if let Some(s) = facts
-                    .settlements
-                    .get(&(target.kind, target.reference.clone()))
-                {
+                if let Some(by) = facts.settled_by(target.kind, &target.reference) {
                     return conflict(format!(
                         "{} {} (intent {to}) is already settled by {}",
                         target.kind.as_str(),
                         target.reference,
-                        describe(match s.intent_id {
-                            Some(id) => super::SettledBy::Intent(id),
-                            None => super::SettledBy::Balance,
-                        })
+                        describe(by)
                     ));
                 }
                 if !pending.is_empty() {

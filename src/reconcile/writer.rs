@@ -27,6 +27,8 @@ pub(crate) struct Policy {
     /// Seconds after the expiry money seen in time may take to be final,
     /// for intents made before each kept its own deadline.
     pub confirm_windows: HashMap<Network, i64>,
+    /// `reconcile.dust_floor`, in base units, per method.
+    pub dust_floors: HashMap<Method, paywatch_core::Amount>,
 }
 
 impl Policy {
@@ -65,8 +67,26 @@ pub(crate) async fn write(
         .map(|p| decide(&reading.facts_of(p, None)))
         .collect();
 
+    // A reversed settlement whose own money is back in this pass keeps its
+    // reference: other money settling it in the same pass is a duplicate.
+    let recredited_here: HashMap<(IntentKind, &str), i64> = verdicts
+        .iter()
+        .zip(&facts.intents)
+        .filter(|(v, _)| v.money == MoneyMove::Recredit)
+        .map(|(_, i)| ((i.kind, i.reference.as_str()), i.id))
+        .collect();
+    for (p, i) in facts.intents.iter().enumerate() {
+        if let (MoneyMove::Settle(_), Some(holder)) = (
+            verdicts[p].money,
+            recredited_here.get(&(i.kind, i.reference.as_str())),
+        ) {
+            verdicts[p] = decide(&reading.facts_of(p, Some(Some(SettledBy::Intent(*holder)))));
+        }
+    }
+
     // Settle in bulk; an intent that finds its reference taken by another
-    // is decided again as the duplicate it is.
+    // is decided again as the duplicate it is. A reversed settlement frees
+    // its reference for this (`Store::insert_settlements`).
     let settling: Vec<(usize, Via)> = verdicts
         .iter()
         .enumerate()
@@ -95,6 +115,11 @@ pub(crate) async fn write(
                 tolerance_bp: Some(i64::from(terms.basis_points)),
                 tolerance_max: terms.max.map(|m| m.0.to_string()),
                 rate_usd: Some(&i.rate_usd),
+                dust_floor: reading
+                    .policy
+                    .dust_floors
+                    .get(&i.method)
+                    .map(|floor| floor.0.to_string()),
             }
         })
         .collect();
@@ -102,7 +127,7 @@ pub(crate) async fn write(
     let mut holders: HashMap<(IntentKind, String), SettledBy> = HashMap::new();
     for (p, _) in &settling {
         let i = &facts.intents[*p];
-        if made.contains(&Some(i.id)) {
+        if made.contains_key(&Some(i.id)) {
             holders.insert((i.kind, i.reference.clone()), SettledBy::Intent(i.id));
         }
     }
@@ -110,12 +135,12 @@ pub(crate) async fn write(
         let lost: Vec<IntentRecord> = settling
             .iter()
             .map(|(p, _)| facts.intents[*p].clone())
-            .filter(|i| !made.contains(&Some(i.id)))
+            .filter(|i| !made.contains_key(&Some(i.id)))
             .collect();
         let taken = store.settlements_of(tx, &lost).await?;
         for (p, _) in &settling {
             let i = &facts.intents[*p];
-            if made.contains(&Some(i.id)) {
+            if made.contains_key(&Some(i.id)) {
                 continue;
             }
             let by = taken
@@ -135,7 +160,7 @@ pub(crate) async fn write(
         let i = &facts.intents[p];
         let own = reading.own_settlement(p);
         match v.money {
-            MoneyMove::Settle(via) if made.contains(&Some(i.id)) => {
+            MoneyMove::Settle(via) if made.contains_key(&Some(i.id)) => {
                 out.settled.push(i.id);
                 out.events.push(events::settlement_of(
                     SettlementEvent::Settled,
@@ -143,7 +168,7 @@ pub(crate) async fn write(
                     via.as_str(),
                 ));
                 if i.kind == IntentKind::Topup {
-                    postings.push((credit(i, format!("topup:{}", i.id)), i));
+                    postings.push((credit(i, credit_key(i.id, made[&Some(i.id)])), i));
                 }
             }
             MoneyMove::Reverse => {
@@ -181,7 +206,7 @@ pub(crate) async fn write(
                     own.map_or("chain", |s| s.via.as_str()),
                 ));
                 if i.kind == IntentKind::Topup {
-                    postings.push((credit(i, format!("topup:{}:{credits}", i.id)), i));
+                    postings.push((credit(i, credit_key(i.id, credits)), i));
                 }
                 if let Some(cents) = own.and_then(|s| excess::credited(i, s, &facts.decisions)) {
                     postings.push((excess::posting(i, cents, credits), i));
@@ -206,7 +231,8 @@ pub(crate) async fn write(
         .zip(&verdicts)
         .enumerate()
         .map(|(p, (i, v))| {
-            let settled_now = matches!(v.money, MoneyMove::Settle(_)) && made.contains(&Some(i.id));
+            let settled_now =
+                matches!(v.money, MoneyMove::Settle(_)) && made.contains_key(&Some(i.id));
             VerdictWrite {
                 intent: i,
                 status: v.status,
@@ -233,15 +259,25 @@ pub(crate) async fn write(
                 } else {
                     i.settled_through
                 },
+                // Settled again after a reversal (the freed reference paid
+                // by this intent's other money): no longer reversed.
                 reversed_at_ms: match v.money {
                     MoneyMove::Reverse => Some(now),
                     MoneyMove::Recredit => None,
+                    _ if settled_now => None,
                     _ => i.reversed_at_ms,
                 },
             }
         })
         .collect();
     store.write_verdicts(tx, &writes, now).await?;
+    let dust: Vec<(i64, i64)> = facts
+        .intents
+        .iter()
+        .zip(&verdicts)
+        .flat_map(|(i, v)| v.dust_rows.iter().map(move |t| (*t, i.id)))
+        .collect();
+    store.mark_dust(tx, &dust).await?;
     let changed: Vec<OutboxEvent> = writes
         .iter()
         .filter(|w| w.changed())
@@ -291,6 +327,16 @@ fn read_rows(facts: &Facts) -> (Attributed<'_>, HashMap<i64, Vec<SeenTransfer<'_
 }
 
 /// A top-up's credit, as first posted.
+/// The ledger key of an intent's `n`-th credit: `topup:<id>`, then
+/// `topup:<id>:<n>` for each credit after a reversal.
+fn credit_key(intent_id: i64, n: i64) -> String {
+    if n <= 1 {
+        format!("topup:{intent_id}")
+    } else {
+        format!("topup:{intent_id}:{n}")
+    }
+}
+
 fn credit(i: &IntentRecord, key: String) -> LedgerPosting<'_> {
     LedgerPosting {
         account: &i.account,
@@ -369,6 +415,7 @@ impl<'a> Reading<'a> {
                     .and_then(|d| self.facts.basis.get(&d))
                     .map_or(0, |b| b.payments),
                 tolerance: settled_tolerance(s),
+                dust_floor: s.dust_floor.as_deref().and_then(|f| f.parse().ok()),
             }
         });
         let on_this = || self.facts.decisions.iter().filter(|d| d.intent_id == i.id);

@@ -29,6 +29,8 @@ pub(crate) struct SettlementRow {
     /// `None` before settlements kept their terms.
     pub tolerance_bp: Option<i64>,
     pub tolerance_max: Option<String>,
+    /// Its dust floor in base units; `None`: no floor.
+    pub dust_floor: Option<String>,
 }
 
 /// A decision as stored.
@@ -68,10 +70,13 @@ pub(crate) struct Facts {
 }
 
 impl Facts {
-    /// Who holds the reference's settlement, if anyone.
+    /// Who holds the reference's standing settlement, if anyone. A reversed
+    /// settlement holds nothing: other valid money may pay the reference
+    /// again (the status contract's reversed-then-paid policy).
     pub fn settled_by(&self, kind: IntentKind, reference: &str) -> Option<SettledBy> {
         self.settlements
             .get(&(kind, reference.to_owned()))
+            .filter(|s| s.reversed_at_ms.is_none())
             .map(|s| match s.intent_id {
                 Some(id) => SettledBy::Intent(id),
                 None => SettledBy::Balance,
@@ -359,7 +364,8 @@ impl Store {
             .collect();
         let sql = format!(
             "SELECT s.kind, s.reference, s.intent_id, s.via, s.decision_id, s.settled_at, \
-             s.reversed_at, s.credits, s.tolerance_bp, s.tolerance_max FROM settlements s \
+             s.reversed_at, s.credits, s.tolerance_bp, s.tolerance_max, \
+             CAST(s.dust_floor AS TEXT) AS dust_floor FROM settlements s \
              JOIN (SELECT DISTINCT kind, reference FROM {}) k ON s.kind = k.kind AND s.reference = k.reference",
             self.dialect()
                 .rowset("$1", &[("kind", Col::Text), ("reference", Col::Text)])
@@ -385,6 +391,7 @@ impl Store {
                     credits: row.try_get("credits")?,
                     tolerance_bp: row.try_get("tolerance_bp")?,
                     tolerance_max: row.try_get("tolerance_max")?,
+                    dust_floor: row.try_get("dust_floor")?,
                 },
             );
         }

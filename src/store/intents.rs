@@ -195,7 +195,8 @@ impl Store {
              status, updated_at, twin_address, create_key, confirm_by, view_token) \
              SELECT $1, $2, $3, $4, $5, $6, $7, NUM($8), $9, $10, $11, $12, $13, $14, \
              'awaiting_payment', $13, $15, $16, $17, $18 \
-             WHERE NOT EXISTS (SELECT 1 FROM settlements WHERE kind = $1 AND reference = $2)";
+             WHERE NOT EXISTS (SELECT 1 FROM settlements WHERE kind = $1 AND reference = $2 \
+                               AND reversed_at IS NULL)";
         // On PostgreSQL the four writes are one statement: intent creation is
         // the storefront's hot path, and each statement is a round trip and
         // a parse and plan. SQLite has no writing CTEs, and no network
@@ -375,18 +376,21 @@ impl Store {
         .transpose()
     }
 
-    /// What paid a reference: an intent, or the balance.
+    /// What pays a reference: an intent, or the balance. A reversed
+    /// settlement pays nothing.
     pub async fn settled_by(
         &self,
         kind: IntentKind,
         reference: &str,
     ) -> Result<Option<SettledBy>, StoreError> {
-        let row =
-            sqlx::query("SELECT intent_id FROM settlements WHERE kind = $1 AND reference = $2")
-                .bind(kind.as_str())
-                .bind(reference)
-                .fetch_optional(self.pool())
-                .await?;
+        let row = sqlx::query(
+            "SELECT intent_id FROM settlements WHERE kind = $1 AND reference = $2 \
+             AND reversed_at IS NULL",
+        )
+        .bind(kind.as_str())
+        .bind(reference)
+        .fetch_optional(self.pool())
+        .await?;
         row.map(|r| {
             Ok(match r.try_get::<Option<i64>, _>("intent_id")? {
                 Some(id) => SettledBy::Intent(id),

@@ -47,8 +47,9 @@ const RULES: [(&str, &str); 8] = [
          LEFT JOIN intents i ON i.id = l.intent_id \
          LEFT JOIN settlements s ON s.intent_id = l.intent_id \
          WHERE l.entry_kind = 'topup_credit' \
-           AND (i.id IS NULL OR i.kind <> 'topup' OR s.intent_id IS NULL \
-                OR l.usd_cents <> i.usd_cents)",
+           AND (i.id IS NULL OR i.kind <> 'topup' OR l.usd_cents <> i.usd_cents \
+                OR (s.intent_id IS NULL AND NOT EXISTS (SELECT 1 FROM settlements_superseded x \
+                    WHERE x.intent_id = l.intent_id)))",
     ),
     (
         "every standing settled top-up credited",
@@ -98,7 +99,8 @@ const RULES: [(&str, &str); 8] = [
     // the payment they copy; tokens that are no method's asset are spam.
     // Support's settlements from before 0011 named neither payments nor a
     // row id: nothing on chain can undo them, and what they covered is
-    // not known, so they cover what the address received.
+    // not known, so they cover what the address received. Dust under the
+    // floor a settlement was made under, after it, is set aside (`DUST`).
     (
         "every final payment stands under a settlement, a decision made after it, or an open case",
         "SELECT 'transfer ' || CAST(t.id AS TEXT) || ' (' || t.txid || ':' || CAST(t.idx AS TEXT) \
@@ -107,6 +109,7 @@ const RULES: [(&str, &str); 8] = [
          FROM transfers t JOIN intents i ON i.network = t.network AND i.address = t.to_address \
          WHERE t.final_at IS NOT NULL AND t.orphaned_at IS NULL AND t.tx_status = 'success' \
            AND t.asset NOT LIKE 'token:%' \
+           AND NOT DUST \
            AND i.status IN ('paid', 'resolved', 'expired') \
            AND NOT EXISTS (SELECT 1 FROM reconcile_queue q \
                WHERE q.network = i.network AND q.address = i.address) \
@@ -144,8 +147,10 @@ impl Store {
     /// without its payment, no final payment absorbed; and the sums.
     pub async fn check_invariants(&self) -> Result<LedgerCheck, StoreError> {
         let mut violations = Vec::new();
+        let dust = super::spam::dust_condition(self.dialect());
         for (rule, sql) in RULES {
-            for row in sqlx::query(sql).fetch_all(self.pool()).await? {
+            let sql = sql.replace("DUST", &dust);
+            for row in sqlx::query(&sql).fetch_all(self.pool()).await? {
                 violations.push(Violation {
                     rule,
                     detail: row.try_get("detail")?,

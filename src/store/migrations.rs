@@ -266,6 +266,16 @@ const POSTGRES: Embedded = &[
         "unread from",
         include_str!("../../migrations/postgres/0052_unread_from.sql"),
     ),
+    (
+        53,
+        "superseded settlements",
+        include_str!("../../migrations/postgres/0053_superseded_settlements.sql"),
+    ),
+    (
+        54,
+        "dust floor",
+        include_str!("../../migrations/postgres/0054_dust_floor.sql"),
+    ),
 ];
 const SQLITE: Embedded = &[
     (
@@ -522,6 +532,16 @@ const SQLITE: Embedded = &[
         52,
         "unread from",
         include_str!("../../migrations/sqlite/0052_unread_from.sql"),
+    ),
+    (
+        53,
+        "superseded settlements",
+        include_str!("../../migrations/sqlite/0053_superseded_settlements.sql"),
+    ),
+    (
+        54,
+        "dust floor",
+        include_str!("../../migrations/sqlite/0054_dust_floor.sql"),
     ),
 ];
 

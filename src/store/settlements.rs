@@ -2,7 +2,7 @@
 //! reconciler's writer calls them (`reconcile::writer`), inside the
 //! transaction that also writes the status they go with.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 use sqlx::Row;
@@ -26,6 +26,8 @@ pub(crate) struct NewSettlement<'a> {
     pub tolerance_bp: Option<i64>,
     pub tolerance_max: Option<String>,
     pub rate_usd: Option<&'a str>,
+    /// Same-asset money under it (base units) arriving later opens no case.
+    pub dust_floor: Option<String>,
 }
 
 /// One ledger entry to post.
@@ -79,24 +81,29 @@ pub(crate) const FEED_LOCK: i64 = 0x7061_7977_6665_6564; // "paywfeed"
 impl Store {
     /// Makes these settlements, at most one per reference: the primary key on
     /// (kind, reference) makes a second settlement impossible, not merely
-    /// unlikely. Returns the intents whose settlement was made; the others
-    /// found their reference taken.
+    /// unlikely. Returns the intents whose settlement was made, each with
+    /// its credit count: 1, or more when the intent settled before and that
+    /// settlement was reversed and superseded, so each credit of one intent
+    /// has a ledger key of its own. The others found their reference taken.
     pub(crate) async fn insert_settlements(
         &self,
         tx: &mut Tx,
         rows: &[NewSettlement<'_>],
         now_ms: i64,
-    ) -> Result<HashSet<Option<i64>>, StoreError> {
-        let mut made = HashSet::new();
+    ) -> Result<HashMap<Option<i64>, i64>, StoreError> {
+        let mut made = HashMap::new();
         if rows.is_empty() {
             return Ok(made);
         }
+        self.supersede_reversed(tx, rows, now_ms).await?;
         let sql = format!(
             "INSERT INTO settlements (kind, reference, intent_id, account, usd_cents, settled_at, \
-             via, decision_id, debit_key, tolerance_bp, tolerance_max, rate_usd) \
+             via, decision_id, debit_key, tolerance_bp, tolerance_max, rate_usd, dust_floor, credits) \
              SELECT kind, reference, intent_id, account, usd_cents, $2, via, decision_id, debit_key, \
-             tolerance_bp, tolerance_max, rate_usd \
-             FROM {} WHERE true ON CONFLICT DO NOTHING RETURNING kind, reference, intent_id",
+             tolerance_bp, tolerance_max, rate_usd, dust_floor, \
+             1 + COALESCE((SELECT SUM(x.credits) FROM settlements_superseded x \
+                           WHERE x.intent_id = v.intent_id), 0) \
+             FROM {} WHERE true ON CONFLICT DO NOTHING RETURNING kind, reference, intent_id, credits",
             self.dialect().rowset(
                 "$1",
                 &[
@@ -111,6 +118,7 @@ impl Store {
                     ("tolerance_bp", Col::Int),
                     ("tolerance_max", Col::Text),
                     ("rate_usd", Col::Text),
+                    ("dust_floor", Col::Amount),
                 ]
             )
         );
@@ -120,9 +128,75 @@ impl Store {
             .fetch_all(&mut **tx)
             .await?
         {
-            made.insert(row.try_get::<Option<i64>, _>("intent_id")?);
+            made.insert(
+                row.try_get::<Option<i64>, _>("intent_id")?,
+                row.try_get::<i64, _>("credits")?,
+            );
         }
         Ok(made)
+    }
+
+    /// Frees the references of `rows` whose settlement was reversed: the
+    /// reversed row moves to `settlements_superseded` (the history stays),
+    /// and the intent it belonged to is queued, to learn that its
+    /// reference is paid by other money now. On PostgreSQL a concurrent
+    /// pass that credits the reversed row again makes this one fail with a
+    /// serialization error and run again, so the two never both stand.
+    async fn supersede_reversed(
+        &self,
+        tx: &mut Tx,
+        rows: &[NewSettlement<'_>],
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        #[derive(Serialize)]
+        struct Key<'a> {
+            kind: &'a str,
+            reference: &'a str,
+        }
+        let keys: Vec<Key<'_>> = rows
+            .iter()
+            .map(|r| Key {
+                kind: r.kind,
+                reference: r.reference,
+            })
+            .collect();
+        let keys = json(&keys)?;
+        let rowset = self
+            .dialect()
+            .rowset("$1", &[("kind", Col::Text), ("reference", Col::Text)]);
+        let reversed_here = format!(
+            "reversed_at IS NOT NULL AND EXISTS (SELECT 1 FROM {rowset} \
+             WHERE v.kind = settlements.kind AND v.reference = settlements.reference)"
+        );
+        let moved = sqlx::query(&format!(
+            "INSERT INTO settlements_superseded (kind, reference, intent_id, account, usd_cents, \
+             settled_at, via, decision_id, debit_key, credits, reversed_at, tolerance_bp, \
+             tolerance_max, rate_usd, dust_floor, superseded_at) \
+             SELECT kind, reference, intent_id, account, usd_cents, settled_at, via, decision_id, \
+             debit_key, credits, reversed_at, tolerance_bp, tolerance_max, rate_usd, dust_floor, $2 \
+             FROM settlements WHERE {reversed_here}"
+        ))
+        .bind(keys.clone())
+        .bind(now_ms)
+        .execute(&mut **tx)
+        .await?
+        .rows_affected();
+        if moved == 0 {
+            return Ok(());
+        }
+        sqlx::query(&format!(
+            "INSERT INTO reconcile_queue (network, address) \
+             SELECT i.network, i.address FROM intents i JOIN settlements ON settlements.intent_id = i.id \
+             WHERE settlements.{reversed_here}"
+        ))
+        .bind(keys.clone())
+        .execute(&mut **tx)
+        .await?;
+        sqlx::query(&format!("DELETE FROM settlements WHERE {reversed_here}"))
+            .bind(keys.clone())
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
     }
 
     /// Marks these intents' settlements reversed (`reversed` true) or
@@ -150,6 +224,18 @@ impl Store {
             sqlx::query(&sql)
                 .bind(json(&ids)?)
                 .bind(now_ms)
+                .execute(&mut **tx)
+                .await?;
+            // The reference is free now: its other intents are looked at
+            // again, and one holding timely final money settles it.
+            let sql = format!(
+                "INSERT INTO reconcile_queue (network, address) \
+                 SELECT o.network, o.address FROM intents o JOIN intents i \
+                 ON o.kind = i.kind AND o.reference = i.reference AND o.id <> i.id \
+                 WHERE i.id IN (SELECT id FROM {rowset})"
+            );
+            sqlx::query(&sql)
+                .bind(json(&ids)?)
                 .execute(&mut **tx)
                 .await?;
         } else {
@@ -404,12 +490,14 @@ impl Store {
         kind: crate::IntentKind,
         reference: &str,
     ) -> Result<Option<crate::reconcile::SettledBy>, StoreError> {
-        let row =
-            sqlx::query("SELECT intent_id FROM settlements WHERE kind = $1 AND reference = $2")
-                .bind(kind.as_str())
-                .bind(reference)
-                .fetch_optional(&mut **tx)
-                .await?;
+        let row = sqlx::query(
+            "SELECT intent_id FROM settlements WHERE kind = $1 AND reference = $2 \
+             AND reversed_at IS NULL",
+        )
+        .bind(kind.as_str())
+        .bind(reference)
+        .fetch_optional(&mut **tx)
+        .await?;
         row.map(|r| {
             Ok(match r.try_get::<Option<i64>, _>("intent_id")? {
                 Some(id) => crate::reconcile::SettledBy::Intent(id),
