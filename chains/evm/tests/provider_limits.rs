@@ -11,7 +11,7 @@ use paywatch_evm::{parse_address, watch_key, EvmConfig, EvmSource, Tokens};
 use paywatch_testkit::anvil::{ACCOUNTS, CHAIN_ID};
 use paywatch_testkit::{AnvilNode, AnvilOptions};
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
@@ -153,28 +153,9 @@ async fn serve(
     refusal: Refusal,
 ) -> Result<(), String> {
     let mut buf = Vec::new();
-    loop {
-        let head_len = loop {
-            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                break i + 4;
-            }
-            if !read_more(&mut conn, &mut buf).await? {
-                return Ok(());
-            }
-        };
-        let head = String::from_utf8_lossy(&buf[..head_len]).into_owned();
-        let body_len = head
-            .lines()
-            .filter_map(|l| l.split_once(':'))
-            .find(|(name, _)| name.trim().eq_ignore_ascii_case("content-length"))
-            .and_then(|(_, v)| v.trim().parse::<usize>().ok())
-            .ok_or_else(|| format!("a request without Content-Length: {head}"))?;
-        while buf.len() < head_len + body_len {
-            if !read_more(&mut conn, &mut buf).await? {
-                return Err("the client closed the connection mid-request".into());
-            }
-        }
-        let body: Vec<u8> = buf.drain(..head_len + body_len).skip(head_len).collect();
+    while let Some((_, body)) =
+        paywatch_testkit::http_request::next_request(&mut conn, &mut buf).await?
+    {
         let (status, answer) = answer(body, upstream, http, seen, refusal).await?;
         let reason = match status {
             200 => "OK",
@@ -195,14 +176,7 @@ async fn serve(
         out.extend_from_slice(&answer);
         conn.write_all(&out).await.map_err(|e| e.to_string())?;
     }
-}
-
-/// False when the peer closed the connection.
-async fn read_more(conn: &mut TcpStream, buf: &mut Vec<u8>) -> Result<bool, String> {
-    let mut chunk = [0u8; 16 * 1024];
-    let n = conn.read(&mut chunk).await.map_err(|e| e.to_string())?;
-    buf.extend_from_slice(&chunk[..n]);
-    Ok(n > 0)
+    Ok(())
 }
 
 /// The refusal for a request of more than [`LIMIT`] calls, else anvil's answer.

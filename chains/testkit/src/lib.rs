@@ -7,6 +7,7 @@ pub use scripted::{ScriptedChain, ScriptedSource};
 
 pub mod anvil;
 pub mod electrumx;
+pub mod http_request;
 pub mod litecoind;
 pub mod rpc_proxy;
 #[cfg(feature = "solana")]

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
@@ -180,7 +180,7 @@ async fn serve(mut socket: TcpStream, backends: Arc<Backends>, route: Arc<dyn Ro
         .and_then(|line| line.split_whitespace().nth(1))
         .unwrap_or("/")
         .to_owned();
-    let authorization = header(&head, "authorization").map(str::to_owned);
+    let authorization = crate::http_request::header(&head, "authorization").map(str::to_owned);
     let answer = match serde_json::from_slice::<Value>(&body) {
         Ok(body) => {
             route
@@ -203,35 +203,8 @@ async fn serve(mut socket: TcpStream, backends: Arc<Backends>, route: Arc<dyn Ro
 }
 
 async fn read_request(socket: &mut TcpStream) -> Option<(String, Vec<u8>)> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 16 << 10];
-    let head_end = loop {
-        let n = socket.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break at + 4;
-        }
-    };
-    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
-    let length: usize = header(&head, "content-length")?.parse().ok()?;
-    while buf.len() < head_end + length {
-        let n = socket.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    Some((head, buf[head_end..head_end + length].to_vec()))
-}
-
-fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
-    head.lines().find_map(|line| {
-        let (key, value) = line.split_once(':')?;
-        key.trim()
-            .eq_ignore_ascii_case(name)
-            .then_some(value.trim())
-    })
+    crate::http_request::next_request(socket, &mut Vec::new())
+        .await
+        .ok()
+        .flatten()
 }

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
@@ -114,28 +114,7 @@ async fn serve(
     state: &Mutex<State>,
 ) -> Result<(), String> {
     let mut buf = Vec::new();
-    loop {
-        let head_len = loop {
-            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                break i + 4;
-            }
-            if !read_more(&mut conn, &mut buf).await? {
-                return Ok(());
-            }
-        };
-        let head = String::from_utf8_lossy(&buf[..head_len]).into_owned();
-        let body_len = head
-            .lines()
-            .filter_map(|l| l.split_once(':'))
-            .find(|(name, _)| name.trim().eq_ignore_ascii_case("content-length"))
-            .and_then(|(_, v)| v.trim().parse::<usize>().ok())
-            .ok_or_else(|| format!("a request without Content-Length: {head}"))?;
-        while buf.len() < head_len + body_len {
-            if !read_more(&mut conn, &mut buf).await? {
-                return Err("the client closed the connection mid-request".into());
-            }
-        }
-        let body: Vec<u8> = buf.drain(..head_len + body_len).skip(head_len).collect();
+    while let Some((_, body)) = crate::http_request::next_request(&mut conn, &mut buf).await? {
         let (status, answer) = answer(body, upstream, http, state).await?;
         let mut out = format!(
             "HTTP/1.1 {status} OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
@@ -145,13 +124,7 @@ async fn serve(
         out.extend_from_slice(&answer);
         conn.write_all(&out).await.map_err(|e| e.to_string())?;
     }
-}
-
-async fn read_more(conn: &mut TcpStream, buf: &mut Vec<u8>) -> Result<bool, String> {
-    let mut chunk = [0u8; 16 * 1024];
-    let n = conn.read(&mut chunk).await.map_err(|e| e.to_string())?;
-    buf.extend_from_slice(&chunk[..n]);
-    Ok(n > 0)
+    Ok(())
 }
 
 /// Anvil's answer, with each trace call's answer spoiled by the fault.
