@@ -27,7 +27,10 @@ async fn exact_trx_and_usdt_payments_confirm_then_pay_once_solidified() {
 
     let trx_tx = w.pay_trx(&trx.address, TRX_FOR_100_USD);
     w.pay_usdt(&usdt.address, USDT_FOR_100_USD);
-    w.node.mine(3).unwrap();
+    let tip = w.node.mine(3).unwrap();
+    // Confirming shows once the payment's block is read; its count of
+    // confirmations only once the two blocks after it are.
+    w.daemon.wait_cursor(tip).await;
     for i in [&trx, &usdt] {
         let seen = w
             .daemon
