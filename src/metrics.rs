@@ -315,6 +315,15 @@ impl MetricsState {
             .iter()
             .map(|n| (*n, free.get(n.as_str()).copied().unwrap_or(0)))
             .collect();
+        let gaps = self.store.open_balance_gap_counts().await?;
+        let balance_gaps_open = self
+            .networks
+            .iter()
+            .map(|n| {
+                let open = gaps.iter().find(|(g, _)| g == n.as_str());
+                (*n, open.map_or(0, |(_, c)| *c))
+            })
+            .collect();
         let now = self.clock.now_ms();
         let age_secs = |since: Option<i64>| since.map_or(0, |at| (now - at).max(0) / 1000);
         Ok(Stored {
@@ -323,6 +332,7 @@ impl MetricsState {
             open,
             reversed,
             pools,
+            balance_gaps_open,
             webhooks_pending: backlog.webhooks_pending,
             webhook_oldest_secs: age_secs(backlog.webhook_oldest_at),
             reconcile_queue: backlog.reconcile_queue,
@@ -368,6 +378,8 @@ struct Stored {
     reversed: i64,
     /// Free addresses of each network that issues from a pool.
     pools: Vec<(Network, i64)>,
+    /// Balance gaps nobody marked handled, per watched network.
+    balance_gaps_open: Vec<(Network, i64)>,
     webhooks_pending: i64,
     webhook_oldest_secs: i64,
     reconcile_queue: i64,
@@ -542,6 +554,16 @@ fn render_stored(out: &mut Text, stored: &Stored) {
         out.sample(name, &[("network", network.as_str())], free);
     }
 
+    let name = "paywatch_balance_gaps_open";
+    out.family(
+        name,
+        "gauge",
+        "Balance gaps nobody has marked handled, read from the database (the same on every instance): money at an issued address that no recorded transfer explains (alert unexplained_balance, GET /v1/review-queue balance_gaps, the console's queue).",
+    );
+    for (network, open) in &stored.balance_gaps_open {
+        out.sample(name, &[("network", network.as_str())], open);
+    }
+
     out.family(
         "paywatch_intents",
         "gauge",
@@ -664,7 +686,7 @@ fn render_process(out: &mut Text, scrape: &Scrape) {
         (
             "paywatch_unexplained_balances_total",
             "counter",
-            "Balance gaps this process recorded: money at an issued address that no recorded transfer explains (alert unexplained_balance, GET /v1/review-queue balance_gaps).",
+            "Balance gaps this process recorded: money at an issued address that no recorded transfer explains. Per process; paywatch_balance_gaps_open is what is still open.",
             |m| m.unexplained_balances.load(Ordering::Relaxed),
         ),
         (
@@ -921,6 +943,7 @@ x_seconds_count{network=\"bitcoin\"} 5
                 open: vec![("tron".into(), 5)],
                 reversed: 1,
                 pools: vec![(Network::Bitcoin, 7)],
+                balance_gaps_open: vec![(Network::Bitcoin, 2)],
                 webhooks_pending: 3,
                 webhook_oldest_secs: 90,
                 reconcile_queue: 4,
@@ -940,6 +963,7 @@ x_seconds_count{network=\"bitcoin\"} 5
         assert!(text.contains("paywatch_webhook_deliveries_pending 3\n"));
         assert!(text.contains("paywatch_webhook_oldest_pending_seconds 90\n"));
         assert!(text.contains("paywatch_reconcile_queue_depth 4\n"));
+        assert!(text.contains("paywatch_balance_gaps_open{network=\"bitcoin\"} 2\n"));
         assert!(text.contains("paywatch_intents_open{network=\"tron\"} 5\n"));
         // Nothing stepped yet: no freshness to report.
         assert!(!text.contains("paywatch_watcher_last_step_timestamp_seconds{"));

@@ -118,7 +118,112 @@ on_both_databases!(
     support_accepts_a_late_payment_in_the_browser_and_it_leaves_the_queue,
     an_operator_sees_but_cannot_act_and_strangers_and_other_sites_are_refused,
     the_overview_counts_todays_intents_the_money_settled_and_the_queue,
+    an_operator_marks_a_balance_gap_handled_in_the_browser_once,
 );
+
+/// The balance backstop's finding, as the watcher records it: 0.5 ETH more
+/// at an issued address than any transfer explains.
+const GAP: &str = "INSERT INTO balance_gaps (network, address, intent_id, height, node_balance, \
+                   counted, unexplained, found_at) \
+                   VALUES ('ethereum', '0x00000000000000000000000000000000000000aa', NULL, 80, \
+                   '500000000000000000', '0', '500000000000000000', 0)";
+
+async fn an_operator_marks_a_balance_gap_handled_in_the_browser_once(b: Backend) {
+    let w = World::new(b).await;
+    w.h.store.execute_raw(GAP).await.expect("a balance gap");
+    let id = w.h.count("SELECT MAX(id) FROM balance_gaps").await;
+    let browser = Browser::start().await;
+    w.sign_in(&browser, OPERATOR).await;
+    browser
+        .wait_for_url("the overview", on_path("/console/overview"))
+        .await;
+    browser.goto(&w.url("/console/queue")).await;
+    let row = browser.text(&format!("#gap-{id}")).await;
+    assert!(
+        row.contains("500000000000000000 base units") && row.contains("ethereum"),
+        "{row}"
+    );
+
+    // Without a note saying what was done, it is refused by name.
+    let cookie = w.session_cookie(SUPPORT).await;
+    let post = |form: [(&'static str, &'static str); 2], site: &'static str| {
+        let req = w
+            .http
+            .post(w.url(&format!("/console/balance-gaps/{id}/handled")))
+            .header("cookie", &cookie)
+            .header("sec-fetch-site", site)
+            .form(&form);
+        async move { req.send().await.unwrap() }
+    };
+    let bare = post([("actor", "bo"), ("note", " ")], "same-origin").await;
+    assert_eq!(bare.status(), StatusCode::BAD_REQUEST);
+    let page = bare.text().await.unwrap();
+    assert!(page.contains("note: missing field"), "{page}");
+    assert_eq!(w.h.count(OPEN_GAPS).await, 1);
+
+    browser
+        .type_into(
+            &format!("#handle-gap-{id} textarea[name='note']"),
+            HOSTILE_NOTE,
+        )
+        .await;
+    browser
+        .type_into(&format!("#handle-gap-{id} input[name='actor']"), "ana")
+        .await;
+    browser.click(&format!("#handle-gap-{id} button")).await;
+    browser
+        .wait_for_url("the queue after marking", |u| u.contains("?handled="))
+        .await;
+    let result = browser.text("#result").await;
+    assert!(
+        result.contains("marked handled by ana") && result.contains(HOSTILE_NOTE),
+        "the note shown as text: {result}"
+    );
+    assert!(!browser.source().await.contains("<script>window.pwned"));
+    assert!(browser.find_all(&format!("#gap-{id}")).await.is_empty());
+    assert_eq!(w.h.count(OPEN_GAPS).await, 0);
+    assert_eq!(
+        w.h.count("SELECT COUNT(*) FROM balance_gaps WHERE handled_by = 'ana'")
+            .await,
+        1
+    );
+
+    // Marked a second time (another tab, a second person): refused, naming
+    // who did it first, and the first mark stands.
+    let again = post([("actor", "bo"), ("note", "refunded too")], "same-origin").await;
+    assert_eq!(again.status(), StatusCode::CONFLICT);
+    let page = again.text().await.unwrap();
+    assert!(
+        page.contains("already_handled") && page.contains("marked handled by ana"),
+        "{page}"
+    );
+    assert_eq!(
+        w.h.count("SELECT COUNT(*) FROM balance_gaps WHERE handled_by = 'bo'")
+            .await,
+        0
+    );
+
+    // A form another site's page posts is refused before anything is read.
+    w.h.store
+        .execute_raw(&GAP.replace("00aa'", "00bb'"))
+        .await
+        .unwrap();
+    let other = w.h.count("SELECT MAX(id) FROM balance_gaps").await;
+    let forged = w
+        .http
+        .post(w.url(&format!("/console/balance-gaps/{other}/handled")))
+        .header("cookie", &cookie)
+        .header("sec-fetch-site", "cross-site")
+        .form(&[("actor", "mallory"), ("note", "nothing to see")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), StatusCode::FORBIDDEN);
+    assert_eq!(w.h.count(OPEN_GAPS).await, 1);
+    browser.quit().await;
+}
+
+const OPEN_GAPS: &str = "SELECT COUNT(*) FROM balance_gaps WHERE handled_at IS NULL";
 
 async fn the_overview_counts_todays_intents_the_money_settled_and_the_queue(b: Backend) {
     let mut w = World::new(b).await;
@@ -268,6 +373,12 @@ async fn support_accepts_a_late_payment_in_the_browser_and_it_leaves_the_queue(b
     let result = browser.text("#result").await;
     assert!(result.contains("Done: accept by ana"), "{result}");
     assert!(result.contains("resolved"), "{result}");
+    // The actor is what the person typed; the token is who it provably
+    // was (issue 38, found 6): both are shown.
+    assert!(
+        result.contains("with the token support-1"),
+        "the token's name beside the typed actor: {result}"
+    );
     let audit = browser.text("#audit").await;
     assert!(
         audit.contains(HOSTILE_NOTE),
@@ -276,6 +387,10 @@ async fn support_accepts_a_late_payment_in_the_browser_and_it_leaves_the_queue(b
     assert!(
         audit.contains("support") && audit.contains("ana"),
         "{audit}"
+    );
+    assert!(
+        browser.text("#audit tbody tr td.token").await == "support-1",
+        "the audit table names the token: {audit}"
     );
     let source = browser.source().await;
     assert!(

@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 use super::auth::Role;
 use super::error::ApiError;
-use super::storefront::body;
+use super::storefront::{body, label};
 use super::ApiState;
 use crate::store::BalanceGap;
 
@@ -57,17 +57,45 @@ pub(crate) async fn mark_handled(
         &[Role::Operator, Role::Support],
         "mark_balance_gap_handled",
     )?;
+    let fields = body(raw, &["actor", "note"])?;
+    let gap = mark(
+        &s,
+        &id,
+        fields.label("actor", 200)?.as_deref(),
+        fields.prose("note", 2000)?.as_deref(),
+    )
+    .await?;
+    Ok(Json(gap_json(&gap)))
+}
+
+/// Marks gap `id` handled by `actor` with `note`, for the API and the
+/// console alike: the same checks, the same once-only write, the same log
+/// line. The gap as it now stands.
+pub(crate) async fn mark(
+    s: &ApiState,
+    id: &str,
+    actor: Option<&str>,
+    note: Option<&str>,
+) -> Result<BalanceGap, ApiError> {
     let id = id.parse::<i64>().ok().filter(|i| *i > 0).ok_or_else(|| {
         ApiError::invalid(format!("balance gap id: '{id}' is not a positive integer"))
     })?;
-    let fields = body(raw, &["actor", "note"])?;
-    let actor = fields
-        .label("actor", 200)?
+    let actor = actor
+        .map(|a| label("actor", a, 200))
+        .transpose()?
         .filter(|a| !a.is_empty())
         .ok_or_else(|| ApiError::invalid("actor: missing field (who handled the gap)"))?;
-    let note = fields.prose("note", 2000)?.ok_or_else(|| {
-        ApiError::invalid("note: missing field (what was done about the money: a manual credit, a refund, the merchant's own)")
-    })?;
+    let note = note
+        .filter(|n| !n.trim().is_empty())
+        .map(|n| {
+            crate::text::prose(n, 2000)
+                .map(str::to_owned)
+                .map_err(|why| ApiError::invalid(format!("note: {why}")))
+        })
+        .transpose()?
+        .ok_or_else(|| {
+            ApiError::invalid("note: missing field (what was done about the money: a manual credit, a refund, the merchant's own)")
+        })?;
     let store = &s.ctx.store;
     let Some(gap) = store.balance_gap(id).await? else {
         return Err(ApiError::not_found(format!("balance gap {id}")));
@@ -100,7 +128,7 @@ pub(crate) async fn mark_handled(
         actor = %actor,
         "balance gap marked handled"
     );
-    Ok(Json(gap_json(&gap)))
+    Ok(gap)
 }
 
 fn already_handled(id: i64, by: &str, at_ms: i64) -> ApiError {

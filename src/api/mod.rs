@@ -5,6 +5,7 @@
 mod auth;
 mod balance_gaps;
 pub(crate) mod bounded_listener;
+mod client_key;
 pub(crate) mod connections;
 mod credits;
 mod customer_view;
@@ -35,6 +36,7 @@ use tokio::sync::Notify;
 use tracing::info;
 
 pub use auth::{Caller, Role, TokenConfigError, TokenTable};
+pub(crate) use balance_gaps::mark as mark_balance_gap_handled;
 pub(crate) use customer_view::view_of as customer_view_of;
 pub use customer_view::CustomerView;
 pub use error::ApiError;

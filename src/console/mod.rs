@@ -15,6 +15,7 @@ mod case;
 mod chart;
 mod csrf;
 mod find;
+mod gaps;
 pub(crate) mod html;
 mod login;
 mod overview;
@@ -46,6 +47,10 @@ pub(crate) fn routes() -> Router<ApiState> {
         .route("/console", get(overview::page))
         .route("/console/overview", get(overview::page))
         .route("/console/queue", get(queue::page))
+        .route(
+            "/console/balance-gaps/{id}/handled",
+            post(gaps::mark_handled),
+        )
         .route("/console/login", get(login::page).post(login::submit))
         .route("/console/logout", post(login::logout))
         .route("/console/cases/{id}", get(case::page))

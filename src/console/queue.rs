@@ -1,9 +1,11 @@
 //! The review queue: every case waiting for a person, oldest first, read
 //! through the same code as `GET /v1/review-queue`.
 
-use axum::extract::State;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
+use serde::Deserialize;
 
 use super::html::{self, or_dash, Html};
 use super::parts::{amount_due, case_link, transfer_amount, transfer_state, what};
@@ -15,9 +17,16 @@ use crate::store::{BalanceGap, LostWindowTransfer, SpamTransfer};
 /// As many as a person can work through on one page; the API pages further.
 const SHOWN: i64 = 200;
 
+/// Where the page is sent after a gap was marked handled.
+#[derive(Debug, Deserialize)]
+pub(crate) struct Outcome {
+    handled: Option<i64>,
+}
+
 pub(crate) async fn page(
     State(s): State<ApiState>,
     headers: HeaderMap,
+    outcome: Result<Query<Outcome>, QueryRejection>,
 ) -> Result<Response, Response> {
     let role = session::require(&s, &headers, VIEWERS, "console_queue")
         .await?
@@ -26,6 +35,24 @@ pub(crate) async fn page(
         .await
         .map_err(|e| html::error_page(&e, Some(role)))?;
     let mut h = Html::new();
+    if let Ok(Query(Outcome { handled: Some(id) })) = outcome {
+        // Read back, so a crafted link names nothing that did not happen.
+        let gap = s
+            .ctx
+            .store
+            .balance_gap(id)
+            .await
+            .map_err(|e| html::error_page(&e.into(), Some(role)))?;
+        if let Some((by, note)) = gap.and_then(|g| g.handled_by.zip(g.handled_note)) {
+            h.raw("<p class=\"banner ok\" id=\"result\" role=\"status\">Balance gap ")
+                .text(id)
+                .raw(" marked handled by ")
+                .text(by)
+                .raw(": ")
+                .text(note)
+                .raw("</p>");
+        }
+    }
     if items.is_empty() {
         h.raw("<p id=\"empty\">No case is waiting for review.</p>");
     } else {
@@ -76,14 +103,15 @@ fn balance_gaps(h: &mut Html, gaps: &[BalanceGap]) {
             " addresses hold more of their network's coin than paywatch recorded arriving \
              (ETH or TRX a contract sent, which the source cannot see without traces or \
              internal transactions). The intents are left as they are: look the address up \
-             on the chain, settle or refund by hand, then mark the gap handled \
-             (<code>POST /v1/balance-gaps/{id}/handled</code> with who and what was done).</p><table id=\"balance-gaps\">\
+             on the chain, settle or refund by hand, then mark the gap handled with who you \
+             are and what was done; it then leaves this list (the API: \
+             <code>POST /v1/balance-gaps/{id}/handled</code>).</p><table id=\"balance-gaps\">\
              <thead><tr><th>Gap</th><th>Network</th><th>Address</th><th>Unexplained</th>\
-             <th>Node balance</th><th>Recorded</th><th>Height</th><th>Intent</th></tr>\
-             </thead><tbody>",
+             <th>Node balance</th><th>Recorded</th><th>Height</th><th>Intent</th>\
+             <th>Handled</th></tr></thead><tbody>",
         );
     for g in gaps {
-        h.raw("<tr>").cells(&[
+        h.raw("<tr id=\"gap-").text(g.id).raw("\">").cells(&[
             &g.id,
             &g.network,
             &g.address,
@@ -99,9 +127,23 @@ fn balance_gaps(h: &mut Html, gaps: &[BalanceGap]) {
                 h.raw("—");
             }
         }
+        h.raw("</td><td>");
+        handled_form(h, g.id);
         h.raw("</td></tr>");
     }
     h.raw("</tbody></table>");
+}
+
+/// Who handled the gap and what they did; both required, as in the API.
+fn handled_form(h: &mut Html, id: i64) {
+    h.raw("<form method=\"post\" id=\"handle-gap-")
+        .text(id)
+        .raw("\" action=\"/console/balance-gaps/")
+        .text(id)
+        .raw("/handled\"><label>What was done <textarea name=\"note\" required ")
+        .raw("maxlength=\"2000\"></textarea></label><label>Actor (your name) ")
+        .raw("<input name=\"actor\" required maxlength=\"200\"></label>")
+        .raw("<button type=\"submit\">Mark handled</button></form>");
 }
 
 /// Tokens that are no method's asset: recorded and shown, never a case.

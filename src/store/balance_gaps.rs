@@ -174,6 +174,20 @@ impl Store {
         .await?)
     }
 
+    /// Open differences per network, for every network with any: what the
+    /// database holds, the same for every process that reads it.
+    pub(crate) async fn open_balance_gap_counts(&self) -> Result<Vec<(String, i64)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT network, COUNT(*) AS n FROM balance_gaps WHERE handled_at IS NULL \
+             GROUP BY network",
+        )
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("network")?, r.try_get("n")?)))
+            .collect()
+    }
+
     /// One difference, handled or not.
     pub async fn balance_gap(&self, id: i64) -> Result<Option<BalanceGap>, StoreError> {
         let row = sqlx::query(
