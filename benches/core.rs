@@ -184,6 +184,7 @@ fn matcher_throughput() {
             reassigned_in: None,
             reference_settled_by: None,
             transfers: ts,
+            claimed_away: &[],
             final_height: Some(1050),
             twin_final_height: None,
             now_ms: T0 + 60_000,

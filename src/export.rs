@@ -32,7 +32,7 @@ pub enum ExportError {
 }
 
 /// The CSV columns, in order; JSON lines use the same names.
-pub const COLUMNS: [&str; 22] = [
+pub const COLUMNS: [&str; 23] = [
     "settled_at_ms",
     "settled_at",
     "kind",
@@ -55,6 +55,7 @@ pub const COLUMNS: [&str; 22] = [
     "debit_key",
     "reversed",
     "reversed_at_ms",
+    "superseded_at_ms",
 ];
 
 /// Writes every settlement with `from_ms <= settled_at < to_ms` to `out`,
@@ -198,6 +199,7 @@ fn fields(l: &SettlementLine) -> Vec<String> {
         text(&l.debit_key),
         l.reversed_at_ms.is_some().to_string(),
         int(l.reversed_at_ms),
+        int(l.superseded_at_ms),
     ]
 }
 

@@ -16,6 +16,7 @@ use reqwest::{Method, StatusCode};
 on_both_databases!(
     settlements_export_with_amounts_rates_transactions_and_how_they_settled,
     a_settlement_support_decided_names_the_decision_and_who_took_it,
+    a_reversed_settlement_paid_again_is_exported_beside_the_one_that_stands,
 );
 
 async fn export(h: &Harness, from: i64, to: i64, format: Format) -> String {
@@ -223,4 +224,56 @@ async fn a_settlement_support_decided_names_the_decision_and_who_took_it(backend
         line.contains(",support,") && line.contains(&format!(",{decision},accept,ana,")),
         "{line}"
     );
+}
+
+/// A top-up settled, reversed by a reorg, then paid by a new intent: the
+/// ledger holds two credits and a reversal, so the books must show both
+/// settlements, the first marked reversed and superseded.
+async fn a_reversed_settlement_paid_again_is_exported_beside_the_one_that_stands(backend: Backend) {
+    let mut h = Harness::new(backend, Network::Litecoin, 1).await;
+    h.import_pool(4).await;
+    let start = h.clock.now_ms();
+    let first = h.create("topup", "T-9", "LTC", "100").await;
+    h.pay(&first.address, Asset::Ltc, first.amount_due);
+    h.mine(1);
+    h.sync().await;
+    assert_eq!(h.intent(first.id).await.status, Status::Paid);
+    h.chain.reorg(1);
+    h.mine(2);
+    h.sync().await;
+    assert_eq!(h.balance("acct-1").await, 0);
+    let again = h.create("topup", "T-9", "LTC", "100").await;
+    h.pay(&again.address, Asset::Ltc, again.amount_due);
+    h.mine(1);
+    h.sync().await;
+    assert_eq!(h.intent(again.id).await.status, Status::Paid);
+    assert_eq!(h.balance("acct-1").await, 10_000);
+    let end = h.clock.now_ms() + 1;
+
+    let jsonl = export(&h, start, end, Format::JsonLines).await;
+    let rows: Vec<serde_json::Value> = jsonl
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 2, "{jsonl}");
+    let (old, new) = (&rows[0], &rows[1]);
+    assert_eq!(old["intent_id"], first.id.to_string());
+    assert_eq!(old["reversed"], "true");
+    assert_ne!(old["reversed_at_ms"], "");
+    assert_ne!(old["superseded_at_ms"], "", "{jsonl}");
+    assert_eq!(new["intent_id"], again.id.to_string());
+    assert_eq!(
+        (new["reversed"].as_str(), new["superseded_at_ms"].as_str()),
+        (Some("false"), Some(""))
+    );
+    for r in &rows {
+        assert_eq!(
+            (r["reference"].as_str(), r["usd_cents"].as_str()),
+            (Some("T-9"), Some("10000"))
+        );
+    }
+    // The CSV holds the same two rows, the reversed one first.
+    let csv = export(&h, start, end, Format::Csv).await;
+    assert_eq!(csv.lines().count(), 3, "{csv}");
+    assert!(csv.lines().nth(1).unwrap().contains(",true,"), "{csv}");
 }

@@ -76,6 +76,8 @@ on_both_databases!(
     a_top_up_reversed_twice_over_two_intents_is_credited_once_net,
     support_accepts_a_reversed_intents_new_payment,
     same_asset_dust_under_the_settled_floor_never_reopens_a_paid_intent,
+    a_refunded_duplicate_never_holds_up_a_settlement_whose_own_payment_left,
+    a_case_names_each_payment_its_lateness_its_claim_and_what_the_settlement_stands_on,
     // found by the model-based test (tests/money_model.rs)
     a_payment_after_support_closed_a_reversed_intent_opens_a_case,
 );
@@ -972,4 +974,121 @@ async fn support_accepts_a_reversed_intents_new_payment(b: Backend) {
     let (st, v) = w.accept(i.id, "accept-thrice").await;
     assert_eq!(st, StatusCode::CONFLICT, "{v}");
     w.assert_money_rules_hold().await;
+}
+
+/// Found 6: a settlement by the chain stands on the payments that paid it,
+/// never on money support has owed back since. The customer pays twice;
+/// the duplicate is required for refund; a reorg past finality takes both
+/// and only the duplicate comes back. Counting it would leave 100 USD
+/// credited on a payment that left the chain while the customer is
+/// refunded the one that stayed.
+async fn a_refunded_duplicate_never_holds_up_a_settlement_whose_own_payment_left(b: Backend) {
+    let mut w = World::new(b).await;
+    let i = w.h.create("topup", "paid-twice", "LTC", "100").await;
+    w.h.pay(&i.address, Asset::Ltc, i.amount_due);
+    w.h.mine(1);
+    w.h.sync().await;
+    assert_eq!(w.h.intent(i.id).await.status, Status::Paid);
+    let twice = w.h.pay(&i.address, Asset::Ltc, i.amount_due);
+    w.h.mine(1);
+    w.h.sync().await;
+    let r = w.h.intent(i.id).await;
+    assert_eq!(r.status, Status::NeedsReview, "{:?}", r.reason);
+    let (st, v) = w
+        .act(
+            i.id,
+            "refund-twice",
+            json!({"action": "refund_required", "note": "paid twice", "actor": "ana",
+                   "destination": LTC_REFUND}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    assert_eq!(w.h.intent(i.id).await.status, Status::Resolved);
+    assert_eq!(w.h.balance("acct-1").await, 10_000);
+
+    let dropped = w.h.chain.reorg(2);
+    w.h.chain
+        .rebroadcast(dropped.into_iter().filter(|t| t.txid == twice).collect());
+    w.h.mine(3);
+    w.h.sync().await;
+    let r = w.h.intent(i.id).await;
+    assert_eq!(
+        (r.status, r.exception),
+        (Status::NeedsReview, Some(Exception::Reversed)),
+        "{:?}",
+        r.reason
+    );
+    assert_eq!(w.h.balance("acct-1").await, 0, "the credit is taken back");
+    w.assert_money_rules_hold().await;
+}
+
+/// Payments have identities, and support sees lateness (found 2, found 6):
+/// the case lists each transfer by its chain identity, says which were made
+/// after the expiry, which decision claims which, and what the settlement
+/// stands on, as the status machine reads them.
+async fn a_case_names_each_payment_its_lateness_its_claim_and_what_the_settlement_stands_on(
+    b: Backend,
+) {
+    let mut w = World::new(b).await;
+    let i = w.h.create("topup", "case-reading", "LTC", "100").await;
+    let on_time = w.h.pay(&i.address, Asset::Ltc, i.amount_due);
+    w.h.mine(1);
+    w.h.sync().await;
+    assert_eq!(w.h.intent(i.id).await.status, Status::Paid);
+    w.h.pass_expiry(&i);
+    let late = w.h.pay(&i.address, Asset::Ltc, Amount(i.amount_due.0 / 2));
+    w.h.mine(1);
+    w.h.sync().await;
+    assert_eq!(w.h.intent(i.id).await.status, Status::NeedsReview);
+    let (st, v) = w
+        .act(
+            i.id,
+            "refund-late",
+            json!({"action": "refund_required", "note": "sent after expiry", "actor": "ana",
+                   "destination": LTC_REFUND}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+
+    let (st, case) = w
+        .client
+        .call(
+            Http::GET,
+            &format!("/v1/cases/{}", i.id),
+            Some(common::api::SUPPORT),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{case}");
+    let transfers = case["transfers"].as_array().expect("transfers");
+    let row = |txid: &str| {
+        transfers
+            .iter()
+            .find(|t| t["txid"] == txid)
+            .unwrap_or_else(|| panic!("{txid} on the case: {case}"))
+            .clone()
+    };
+    let (paid, refunded) = (row(&on_time), row(&late));
+    for (t, txid) in [(&paid, &on_time), (&refunded, &late)] {
+        assert_eq!(
+            t["payment"],
+            format!("litecoin:{txid}:{}", t["index"]),
+            "{t}"
+        );
+    }
+    assert_eq!(
+        (&paid["late"], &paid["settles"], &paid["claimed_by"]),
+        (&json!(false), &json!(true), &Value::Null),
+        "{paid}"
+    );
+    assert_eq!(
+        (&refunded["late"], &refunded["settles"]),
+        (&json!(true), &json!(false))
+    );
+    assert_eq!(
+        refunded["claimed_by"]["action"], "refund_required",
+        "{refunded}"
+    );
+    assert!(refunded["claimed_by"]["decision_id"].as_i64().is_some());
 }

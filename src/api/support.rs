@@ -15,7 +15,7 @@ use super::intent_view::IntentView;
 use super::query::{in_range, ApiQuery};
 use super::storefront::{body, header_key, label, parse_id};
 use super::ApiState;
-use crate::reconcile::{Action, ActionOutcome, CaseAction};
+use crate::reconcile::{Action, ActionOutcome, CaseAction, CaseReading, PaymentReading};
 use crate::store::{AuditEntry, CaseTransfer, IntentEvent, IntentRecord, RefundRecord};
 
 #[derive(Debug, Default, Deserialize)]
@@ -83,7 +83,8 @@ pub(crate) async fn find_cases(s: &ApiState, q: &Search) -> Result<Vec<IntentRec
 
 pub(crate) fn transfer_json(t: &CaseTransfer) -> Value {
     json!({
-        "transfer_id": t.transfer_id, "network": t.network, "asset": t.asset,
+        "transfer_id": t.transfer_id, "payment": payment_id(t),
+        "network": t.network, "asset": t.asset,
         "txid": t.txid, "index": t.index, "to_address": t.to_address,
         "from_address": t.from_address, "amount": t.amount,
         "counts_toward_intent": t.counts_toward_intent, "tx_status": t.tx_status,
@@ -91,6 +92,24 @@ pub(crate) fn transfer_json(t: &CaseTransfer) -> Value {
         "is_final": t.is_final, "first_seen_at_ms": t.first_seen_at_ms,
         "orphaned_at_ms": t.orphaned_at_ms,
     })
+}
+
+/// A payment's chain identity: the same for every row recorded of it (a
+/// re-mined copy, a mempool sighting), unlike the row's id.
+pub(crate) fn payment_id(t: &CaseTransfer) -> String {
+    format!("{}:{}:{}", t.network, t.txid, t.index)
+}
+
+/// A case's transfer with what the status machine makes of it.
+fn case_transfer_json(t: &CaseTransfer, r: PaymentReading) -> Value {
+    let mut v = transfer_json(t);
+    v["late"] = json!(r.late);
+    v["settles"] = json!(r.settles);
+    v["claimed_by"] = match r.claimed_by {
+        Some((decision, action)) => json!({"decision_id": decision, "action": action.as_str()}),
+        None => Value::Null,
+    };
+    v
 }
 
 /// Transfers shown on one page of a case.
@@ -128,6 +147,8 @@ pub(crate) struct CaseFile {
     pub(crate) transfers_next: Option<i64>,
     pub(crate) audit: Vec<AuditEntry>,
     pub(crate) refund: Option<RefundRecord>,
+    /// Each transfer as the status machine reads it.
+    pub(crate) reading: CaseReading,
 }
 
 /// The case of intent `id`, with its transfers after transfer `after`.
@@ -147,13 +168,14 @@ pub(crate) async fn load_case(s: &ApiState, id: i64, after: i64) -> Result<CaseF
         .then(|| transfers.last().map(|t| t.transfer_id))
         .flatten();
     Ok(CaseFile {
-        intent,
         history: store.intent_events(id).await?,
         transfers_total: store.case_transfer_count(id).await?,
         transfers,
         transfers_next,
         audit: store.audit_entries(id).await?,
         refund: store.refund(id).await?,
+        reading: s.ctx.reconciler.case_reading(intent.clone()).await?,
+        intent,
     })
 }
 
@@ -168,7 +190,11 @@ pub(crate) async fn case_json(s: &ApiState, id: i64, after: i64) -> Result<Value
                          "exception": e.exception, "detail": e.detail})
         })
         .collect();
-    let transfers: Vec<Value> = c.transfers.iter().map(transfer_json).collect();
+    let transfers: Vec<Value> = c
+        .transfers
+        .iter()
+        .map(|t| case_transfer_json(t, c.reading.of(t.transfer_id)))
+        .collect();
     let audit: Vec<Value> = c
         .audit
         .iter()

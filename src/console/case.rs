@@ -13,6 +13,7 @@ use super::parts::{amount_due, transfer_amount, transfer_state, what};
 use super::session::{self, VIEWERS};
 use super::time::{utc, utc_or_dash};
 use crate::api::{load_case, parse_id, ApiError, ApiState, CaseFile, IntentView, Role};
+use crate::reconcile::PaymentReading;
 
 /// What the page says above the case.
 #[derive(Debug)]
@@ -107,8 +108,13 @@ fn banner_html(h: &mut Html, c: &CaseFile, banner: &Banner<'_>) {
                 h.raw("<p class=\"banner ok\" id=\"result\" role=\"status\">Done: <strong>")
                     .text(&a.action)
                     .raw("</strong> by ")
-                    .text(&a.actor)
-                    .raw(" (audit entry ")
+                    .text(&a.actor);
+                // The actor is what the person typed; the token is who it
+                // provably was.
+                if let Some(token) = &a.token_name {
+                    h.raw(" with the token ").text(token);
+                }
+                h.raw(" (audit entry ")
                     .text(a.id)
                     .raw("). The case is now ")
                     .text(c.intent.status.as_str())
@@ -187,18 +193,22 @@ fn transfers(h: &mut Html, c: &CaseFile) {
     }
     h.raw("<table id=\"transfers\"><thead><tr><th>Network</th><th>Amount</th>")
         .raw("<th>Transaction</th><th>From</th><th>To</th><th>Block</th><th>State</th>")
-        .raw("<th>First seen</th></tr></thead><tbody>");
+        .raw("<th>First seen</th><th>For this intent</th></tr></thead><tbody>");
     for t in &c.transfers {
-        h.raw("<tr>").cells(&[
-            &t.network,
-            &transfer_amount(t, &c.intent),
-            &format!("{} #{}", t.txid, t.index),
-            &or_dash(t.from_address.as_deref()),
-            &t.to_address,
-            &or_dash(t.block_height),
-            &transfer_state(t),
-            &utc(t.first_seen_at_ms),
-        ]);
+        h.raw("<tr id=\"transfer-")
+            .text(t.transfer_id)
+            .raw("\">")
+            .cells(&[
+                &t.network,
+                &transfer_amount(t, &c.intent),
+                &format!("{} #{}", t.txid, t.index),
+                &or_dash(t.from_address.as_deref()),
+                &t.to_address,
+                &or_dash(t.block_height),
+                &transfer_state(t),
+                &utc(t.first_seen_at_ms),
+                &standing(c.reading.of(t.transfer_id)),
+            ]);
         h.raw("</tr>");
     }
     h.raw("</tbody></table>");
@@ -244,17 +254,14 @@ fn audit(h: &mut Html, c: &CaseFile) {
         return;
     }
     h.raw("<table id=\"audit\"><thead><tr><th>Entry</th><th>At</th><th>Role</th>")
-        .raw("<th>Actor</th><th>Action</th><th>Note</th><th>Detail</th></tr></thead><tbody>");
+        .raw("<th>Token</th><th>Actor</th><th>Action</th><th>Note</th><th>Detail</th>")
+        .raw("</tr></thead><tbody>");
     for a in &c.audit {
-        h.raw("<tr>").cells(&[
-            &a.id,
-            &utc(a.at_ms),
-            &a.role,
-            &a.actor,
-            &a.action,
-            &a.note,
-            &or_dash(a.detail.as_deref()),
-        ]);
+        h.raw("<tr>").cells(&[&a.id, &utc(a.at_ms), &a.role]);
+        h.raw("<td class=\"token\">")
+            .text(or_dash(a.token_name.as_deref()))
+            .raw("</td>");
+        h.cells(&[&a.actor, &a.action, &a.note, &or_dash(a.detail.as_deref())]);
         h.raw("</tr>");
     }
     h.raw("</tbody></table>");
@@ -349,4 +356,27 @@ fn actions(h: &mut Html, id: i64, refused: Option<&ActionForm>) {
     }
     h.raw("</div><p>Each action is written to the audit log with its effect, once; ")
         .raw("one that cannot be done in the case's state is refused and changes nothing.</p>");
+}
+
+/// What a payment is to the intent, in a person's words: whether it was
+/// made late, whether the settlement stands on it, which decision claims it.
+fn standing(r: PaymentReading) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    if r.late {
+        parts.push("made after the intent expired (late)".into());
+    }
+    if r.settles {
+        parts.push("the settlement stands on it".into());
+    }
+    if let Some((decision, action)) = r.claimed_by {
+        parts.push(format!(
+            "claimed by decision {decision} ({})",
+            action.as_str()
+        ));
+    }
+    if parts.is_empty() {
+        "—".into()
+    } else {
+        parts.join("; ")
+    }
 }

@@ -70,6 +70,9 @@ pub struct Verdict {
     /// Row ids of dust under the settlement's floor: recorded and listed
     /// for an operator, no part of the intent's money.
     pub dust_rows: Vec<i64>,
+    /// Row ids of the intent's own money made after its expiry, final or
+    /// not: shown as late on the case.
+    pub made_late: Vec<i64>,
 }
 
 /// The intent's money, sorted by when it was made and whether it is final.
@@ -89,6 +92,8 @@ struct Tally {
     foreign_final: Vec<i64>,
     /// Row ids of `late_final`.
     late_rows: Vec<i64>,
+    /// Row ids of `late_final` and `late_pending`.
+    made_late: Vec<i64>,
 }
 
 impl Tally {
@@ -117,7 +122,11 @@ impl Tally {
                 f.expires_at_ms,
             );
             let v = s.amount.0;
-            if in_time && f.stands_final(s) {
+            // Money support has owed back (a refunded duplicate) is not the
+            // intent's to stand on, whichever of its payments stayed on the
+            // chain (issue 36, found 6).
+            let given_away = f.claimed_away.iter().any(|c| c.same_payment(s));
+            if in_time && f.stands_final(s) && !given_away {
                 t.timely_standing += v;
             }
             match (in_time, is_final) {
@@ -133,6 +142,9 @@ impl Tally {
                     t.late_rows.push(s.id);
                 }
                 (false, false) => t.late_pending += v,
+            }
+            if !in_time {
+                t.made_late.push(s.id);
             }
         }
         t
@@ -165,6 +177,7 @@ pub fn decide(f: &IntentFacts<'_>) -> Verdict {
         amount_excess: Amount(amount_final.saturating_sub(f.amount_due.0)),
         money: r.money,
         late_rows: std::mem::take(&mut tally.late_rows),
+        made_late: std::mem::take(&mut tally.made_late),
         dust_rows: f
             .transfers
             .iter()
@@ -704,6 +717,7 @@ mod tests {
             reassigned_in: None,
             reference_settled_by: None,
             transfers,
+            claimed_away: &[],
             final_height: Some(final_height),
             twin_final_height: None,
             now_ms,

@@ -210,6 +210,10 @@ pub struct IntentFacts<'a> {
     /// The transfers at the intent's address, and at its twin on the other
     /// network, orphaned ones included.
     pub transfers: &'a [SeenTransfer<'a>],
+    /// Every row of the payments support's decisions on this intent gave
+    /// away (required for refund, reassigned to another intent): owed to
+    /// someone else, so a settlement by the chain never stands on them.
+    pub claimed_away: &'a [SeenTransfer<'a>],
     /// The network's final height; `None` until the watcher reported one.
     pub final_height: Option<u64>,
     /// The final height of the other network where the address has a twin

@@ -4,6 +4,7 @@
 //! in the same transaction as the verdict they lead to.
 
 mod balance;
+mod case_reading;
 mod credit_back;
 mod decide;
 mod events;
@@ -25,6 +26,7 @@ use paywatch_core::{Method, Network};
 use tracing::{error, info, warn};
 
 pub use balance::{BalancePayment, DebitOutcome};
+pub(crate) use case_reading::{CaseReading, PaymentReading};
 pub use credit_back::{BalanceCredit, CreditOutcome};
 pub use decide::{decide, txid_digest, MoneyMove, Verdict};
 pub use facts::{

@@ -55,11 +55,13 @@ pub(crate) async fn write(
     now: i64,
 ) -> Result<Written, StoreError> {
     let (attributed, basis) = read_rows(facts);
+    let away = claimed_away(facts, &basis);
     let reading = Reading {
         facts,
         policy,
         attributed: &attributed,
         basis: &basis,
+        away: &away,
         now,
     };
 
@@ -296,11 +298,13 @@ pub(crate) async fn write(
 /// (nothing written): what support's actions check themselves against.
 pub(crate) fn verdicts(facts: &Facts, policy: &Policy, now: i64) -> Vec<(i64, Verdict)> {
     let (attributed, basis) = read_rows(facts);
+    let away = claimed_away(facts, &basis);
     let reading = Reading {
         facts,
         policy,
         attributed: &attributed,
         basis: &basis,
+        away: &away,
         now,
     };
     (0..facts.intents.len())
@@ -324,6 +328,27 @@ fn read_rows(facts: &Facts) -> (Attributed<'_>, HashMap<i64, Vec<SeenTransfer<'_
         .map(|(d, b)| (*d, b.rows.iter().map(|r| r.seen()).collect()))
         .collect();
     (attributed, basis)
+}
+
+/// By intent, the rows of the payments support's decisions on it gave
+/// away: required for refund, or reassigned to another intent.
+fn claimed_away<'a>(
+    facts: &Facts,
+    basis: &HashMap<i64, Vec<SeenTransfer<'a>>>,
+) -> HashMap<i64, Vec<SeenTransfer<'a>>> {
+    let mut away: HashMap<i64, Vec<SeenTransfer<'a>>> = HashMap::new();
+    for d in facts
+        .decisions
+        .iter()
+        .filter(|d| matches!(d.action, Action::RefundRequired | Action::Reassign))
+    {
+        if let Some(rows) = basis.get(&d.id) {
+            away.entry(d.intent_id)
+                .or_default()
+                .extend(rows.iter().copied());
+        }
+    }
+    away
 }
 
 /// A top-up's credit, as first posted.
@@ -378,6 +403,7 @@ struct Reading<'a> {
     policy: &'a Policy,
     attributed: &'a Attributed<'a>,
     basis: &'a HashMap<i64, Vec<SeenTransfer<'a>>>,
+    away: &'a HashMap<i64, Vec<SeenTransfer<'a>>>,
     now: i64,
 }
 
@@ -459,6 +485,7 @@ impl<'a> Reading<'a> {
             reassigned_in,
             reference_settled_by,
             transfers: self.attributed.of(p),
+            claimed_away: self.away.get(&i.id).map_or(&[][..], Vec::as_slice),
             final_height: self.facts.final_heights.get(&i.method.network()).copied(),
             twin_final_height: crate::twin::twin_network(i.method.network())
                 .and_then(|n| self.facts.final_heights.get(&n).copied()),

@@ -32,6 +32,10 @@ pub struct SettlementLine {
     pub decision_actor: Option<String>,
     pub debit_key: Option<String>,
     pub reversed_at_ms: Option<i64>,
+    /// Set on a reversed settlement whose reference other money paid
+    /// since: it no longer stands, but its credit and reversal are in the
+    /// ledger, so the books show it.
+    pub superseded_at_ms: Option<i64>,
 }
 
 /// Where a page ended: the next starts after it.
@@ -39,7 +43,10 @@ pub type ExportKey = (i64, String, String);
 
 impl Store {
     /// Up to `limit` settlements with `from_ms <= settled_at < to_ms`, after
-    /// `after` in (time, kind, reference) order.
+    /// `after` in (time, kind, reference) order: standing ones and those a
+    /// later settlement of the same reference superseded. A reference is
+    /// settled again only after its reversal, so its rows never share a
+    /// settled_at and the key stays unique.
     pub async fn settlements_page(
         &self,
         from_ms: i64,
@@ -66,8 +73,14 @@ impl Store {
                         AND t.orphaned_at IS NULL AND t.tx_status = 'success' \
                         AND t.block_hash <> '{mempool}') AS transactions, \
                     s.decision_id, d.action AS decision_action, a.actor AS decision_actor, \
-                    s.debit_key, s.reversed_at \
-             FROM settlements s \
+                    s.debit_key, s.reversed_at, s.superseded_at \
+             FROM (SELECT kind, reference, intent_id, account, via, usd_cents, settled_at, \
+                          decision_id, debit_key, reversed_at, NULL AS superseded_at \
+                     FROM settlements \
+                   UNION ALL \
+                   SELECT kind, reference, intent_id, account, via, usd_cents, settled_at, \
+                          decision_id, debit_key, reversed_at, superseded_at \
+                     FROM settlements_superseded) s \
              LEFT JOIN intents i ON i.id = s.intent_id \
              LEFT JOIN decisions d ON d.id = s.decision_id \
              LEFT JOIN audit_log a ON a.id = d.audit_id \
@@ -108,6 +121,7 @@ impl Store {
                     decision_actor: r.try_get("decision_actor")?,
                     debit_key: r.try_get("debit_key")?,
                     reversed_at_ms: r.try_get("reversed_at")?,
+                    superseded_at_ms: r.try_get("superseded_at")?,
                 })
             })
             .collect()

@@ -64,7 +64,8 @@ pub(crate) struct Facts {
     pub settlements: HashMap<(IntentKind, String), SettlementRow>,
     /// Decisions on the intents, or reassigning to them, in id order.
     pub decisions: Vec<DecisionRow>,
-    /// By decision id, for decisions that settle (accept, reassign).
+    /// By decision id, for decisions that claim payments: those that settle
+    /// (accept, reassign) and those that owe money back (refund_required).
     pub basis: HashMap<i64, BasisRows>,
     pub final_heights: HashMap<Network, u64>,
 }
@@ -260,7 +261,12 @@ impl Store {
         let settling: Vec<i64> = facts
             .decisions
             .iter()
-            .filter(|d| matches!(d.action, Action::Accept | Action::Reassign))
+            .filter(|d| {
+                matches!(
+                    d.action,
+                    Action::Accept | Action::Reassign | Action::RefundRequired
+                )
+            })
             .map(|d| d.id)
             .chain(facts.settlements.values().filter_map(|s| s.decision_id))
             .collect();

@@ -25,7 +25,7 @@ pub struct LedgerCheck {
 
 /// Each rule: its name and a query whose rows (one `detail` text column)
 /// break it.
-const RULES: [(&str, &str); 8] = [
+const RULES: [(&str, &str); 9] = [
     (
         "a top-up credited at most once net, and only while it stands",
         "SELECT 'intent ' || CAST(i.id AS TEXT) || ': credits less reversals come to ' \
@@ -124,6 +124,28 @@ const RULES: [(&str, &str); 8] = [
            AND NOT (i.status = 'expired' AND EXISTS (SELECT 1 FROM transfers p \
                WHERE p.network = t.network AND p.to_address = t.to_address \
                  AND p.final_at IS NULL AND p.orphaned_at IS NULL AND p.tx_status = 'success'))",
+    ),
+    // A settlement by the chain stands on the intent's own payments, never
+    // on money support has owed to someone else since (required for
+    // refund, reassigned): a refunded duplicate must not hold it up once
+    // the payment that paid it left the chain (issue 36, found 6). An
+    // intent waiting in the reconcile queue has not been looked at since.
+    (
+        "a settlement by the chain stands on a payment nobody is owed back",
+        "SELECT 'intent ' || CAST(i.id AS TEXT) || ' stands settled by the chain on ' \
+         || 'no final payment but those required for refund or reassigned' AS detail \
+         FROM settlements s JOIN intents i ON i.id = s.intent_id \
+         WHERE s.via = 'chain' AND s.reversed_at IS NULL \
+           AND NOT EXISTS (SELECT 1 FROM reconcile_queue q \
+               WHERE q.network = i.network AND q.address = i.address) \
+           AND NOT EXISTS (SELECT 1 FROM transfers t \
+               WHERE t.network = i.network AND t.to_address = i.address AND t.asset = i.asset \
+                 AND t.orphaned_at IS NULL AND t.tx_status = 'success' AND t.final_at IS NOT NULL \
+                 AND NOT EXISTS (SELECT 1 FROM decision_payments dp \
+                     JOIN decisions d ON d.id = dp.decision_id \
+                     WHERE dp.claims = 1 AND dp.network = t.network AND dp.txid = t.txid \
+                       AND dp.idx = t.idx AND d.intent_id = i.id \
+                       AND d.action IN ('refund_required', 'reassign')))",
     ),
     (
         "credits back of a debit never exceed it, and go to its account",

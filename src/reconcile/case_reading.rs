@@ -1,0 +1,124 @@
+//! What the status machine makes of each payment on a case, for a person:
+//! whether it was made after the intent expired, which support decision
+//! claims it, and whether the intent's settlement stands on it. Read from
+//! the same facts and rules the writer decides by, so a case never tells a
+//! story the status does not.
+
+use std::collections::HashMap;
+
+use super::facts::Action;
+use super::{writer, Reconciler};
+use crate::store::{IntentRecord, StoreError, TransferRecord};
+
+/// One recorded row of a payment, as the status machine reads it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct PaymentReading {
+    /// The intent's own money, made after it expired: never what a
+    /// settlement or an excess stands on.
+    pub(crate) late: bool,
+    /// The intent's standing settlement stands on this payment.
+    pub(crate) settles: bool,
+    /// The support decision that claims this payment, and what it did.
+    pub(crate) claimed_by: Option<(i64, Action)>,
+}
+
+/// Each row of a case's transfers, by transfer id.
+#[derive(Debug, Default)]
+pub(crate) struct CaseReading {
+    rows: HashMap<i64, PaymentReading>,
+}
+
+impl CaseReading {
+    pub(crate) fn of(&self, transfer_id: i64) -> PaymentReading {
+        self.rows.get(&transfer_id).copied().unwrap_or_default()
+    }
+}
+
+impl Reconciler {
+    /// Reads `intent`'s payments as the next reconcile pass would. Writes
+    /// nothing.
+    pub(crate) async fn case_reading(
+        &self,
+        intent: IntentRecord,
+    ) -> Result<CaseReading, StoreError> {
+        let now = self.clock.now_ms();
+        let mut tx = self.store.begin_snapshot().await?;
+        let facts = self.store.load_facts(&mut tx, vec![intent]).await?;
+        tx.rollback().await?;
+        let Some(intent) = facts.intents.first() else {
+            return Ok(CaseReading::default());
+        };
+        let verdict = writer::verdicts(&facts, &self.policy, now)
+            .into_iter()
+            .find(|(id, _)| *id == intent.id)
+            .map(|(_, v)| v);
+        let made_late = verdict.as_ref().map_or(&[][..], |v| v.made_late.as_slice());
+
+        // Each claimed payment, by its chain identity: every row of it is
+        // claimed, whichever block it was seen in.
+        let mut claims: Vec<(&TransferRecord, i64, Action)> = Vec::new();
+        for d in &facts.decisions {
+            if let Some(basis) = facts.basis.get(&d.id) {
+                claims.extend(basis.rows.iter().map(|r| (r, d.id, d.action)));
+            }
+        }
+        let settlement = facts
+            .settlements
+            .get(&(intent.kind, intent.reference.clone()))
+            .filter(|s| s.intent_id == Some(intent.id) && s.reversed_at_ms.is_none());
+        let own = |t: &TransferRecord| {
+            t.network == intent.method.network()
+                && t.asset == paywatch_core::AssetId::Known(intent.method.asset())
+        };
+        let same = |a: &TransferRecord, b: &TransferRecord| {
+            a.network == b.network && a.txid == b.txid && a.index == b.index
+        };
+        // What a settlement by the chain was made on: the intent's timely
+        // money recorded by then, less what support gave away since.
+        let chain_basis: Vec<&TransferRecord> = match settlement {
+            Some(s) if s.via == "chain" => facts
+                .transfers
+                .iter()
+                .filter(|t| {
+                    own(t)
+                        && t.success
+                        && intent
+                            .settled_through
+                            .is_some_and(|through| t.id <= through)
+                        && !made_late.contains(&t.id)
+                        && !claims.iter().any(|(c, _, action)| {
+                            matches!(action, Action::RefundRequired | Action::Reassign)
+                                && same(c, t)
+                        })
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        let support_basis = settlement
+            .and_then(|s| s.decision_id)
+            .and_then(|d| facts.basis.get(&d))
+            .map_or(&[][..], |b| b.rows.as_slice());
+
+        let mut rows = HashMap::new();
+        for t in &facts.transfers {
+            let live = t.success && t.orphaned_at_ms.is_none();
+            let settles = live
+                && (chain_basis.iter().any(|b| same(b, t))
+                    || support_basis.iter().any(|b| same(b, t)));
+            rows.insert(
+                t.id,
+                PaymentReading {
+                    late: made_late
+                        .iter()
+                        .any(|id| facts.transfers.iter().any(|l| l.id == *id && same(l, t))),
+                    settles,
+                    claimed_by: claims
+                        .iter()
+                        .find(|(c, _, _)| same(c, t))
+                        .map(|(_, d, action)| (*d, *action)),
+                },
+            );
+        }
+        Ok(CaseReading { rows })
+    }
+}
