@@ -30,7 +30,7 @@ pub struct DatabaseSettings {
 impl fmt::Debug for DatabaseSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DatabaseSettings")
-            .field("url", &crate::store::redact_url(&self.url))
+            .field("url", &paywatch_core::shown_url(&self.url))
             .finish()
     }
 }
@@ -306,14 +306,14 @@ pub struct RpcSettings {
 impl fmt::Debug for RpcSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RpcSettings")
-            .field("url", &crate::store::redact_url(&self.url))
+            .field("url", &paywatch_core::shown_url(&self.url))
             .field(
                 "ws_url",
-                &self.ws_url.as_deref().map(crate::store::redact_url),
+                &self.ws_url.as_deref().map(paywatch_core::shown_url),
             )
             .field(
                 "solidity_url",
-                &self.solidity_url.as_deref().map(crate::store::redact_url),
+                &self.solidity_url.as_deref().map(paywatch_core::shown_url),
             )
             .field("metadata", &self.metadata)
             .field("ca_file", &self.ca_file)
@@ -1071,6 +1071,26 @@ mod tests {
                 .as_deref(),
             Some("TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t")
         );
+    }
+
+    /// Issue 38, found 7: a provider's key rides in the path (`/v3/KEY`) or
+    /// the query (`?api-key=`) as often as in the user part; a database
+    /// URL's password may be a query parameter. Debug output (startup logs,
+    /// panics) shows none of them, as logs and `/v1/watchers` show URLs.
+    #[test]
+    fn debug_output_shows_no_key_in_a_urls_path_query_or_user_part() {
+        let mut s = Settings::load(None).unwrap();
+        s.database.url = "postgres://pw@db.example:5432/paywatch?password=DBSECRET".into();
+        let n = s.networks.get_mut("ethereum").unwrap();
+        n.rpc.url = "https://eth.example/v3/PATHKEY".into();
+        n.rpc.ws_url = Some("wss://u:USERKEY@eth.example/ws?api-key=QUERYKEY".into());
+        n.rpc.solidity_url = Some("https://tron.example/jsonrpc/SOLIDKEY".into());
+        let shown = format!("{s:?}");
+        for secret in ["DBSECRET", "PATHKEY", "USERKEY", "QUERYKEY", "SOLIDKEY"] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+        assert!(shown.contains("https://eth.example"), "{shown}");
+        assert!(shown.contains("db.example:5432"), "{shown}");
     }
 
     #[test]

@@ -801,6 +801,27 @@ async fn failed_token_attempts_are_throttled_per_client_address() {
         .unwrap()
         .status();
     assert_eq!(st, StatusCode::OK);
+    // Nor the payer's routes, which take no credential, nor a probe that
+    // sends a bearer header: behind one proxy address a guesser must not
+    // take every checkout's status down with it (issue 38, found 1).
+    let st = attacker
+        .get(format!("{base}/v1/view/{}", "0f".repeat(32)))
+        .header("cookie", "theme=dark")
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(st, StatusCode::NOT_FOUND, "an unknown link, not a refusal");
+    for probe in ["/healthz", "/readyz"] {
+        let st = attacker
+            .get(format!("{base}{probe}"))
+            .bearer_auth("probe-token")
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert_ne!(st, StatusCode::TOO_MANY_REQUESTS, "{probe}");
+    }
     let st = from([127, 0, 0, 6])
         .get(format!("{base}/v1/review-queue"))
         .bearer_auth(OPERATOR)

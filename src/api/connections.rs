@@ -10,7 +10,8 @@
 //!   the last answer, which also closes a keep-alive connection left idle;
 //! - each request, body included, is answered within `request_timeout`
 //!   (503 `request_timeout` past it);
-//! - at most `max_per_client` connections from one client address: the
+//! - at most `max_per_client` connections from one client (an IPv6 host
+//!   by its /64, as the failure throttle counts it): the
 //!   next one is closed at once, so one client cannot fill the listener's
 //!   slots ([`BoundedListener`]) that every other client needs.
 
@@ -31,6 +32,7 @@ use hyper_util::service::TowerToHyperService;
 use tracing::{debug, warn};
 
 use super::bounded_listener::BoundedListener;
+use super::client_key::client_key;
 use super::error::ApiError;
 
 /// How long requests in flight may take to finish once shutdown begins.
@@ -143,7 +145,7 @@ impl PerClient {
     }
 
     fn enter(&self, addr: SocketAddr) -> Option<Held> {
-        let ip = addr.ip();
+        let ip = client_key(addr.ip());
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         let n = open.entry(ip).or_insert(0);
         if *n >= self.max {
@@ -184,5 +186,26 @@ mod tests {
         assert!(pc.enter(b).is_some(), "another client is not held back");
         drop(first);
         assert!(pc.enter(a).is_some(), "a slot freed is free again");
+    }
+
+    /// Issue 38, found 3: the throttle counts an IPv6 client by its /64,
+    /// which one host usually holds whole; the connection cap must too, or
+    /// one host takes every connection from addresses of its /64.
+    #[test]
+    fn an_ipv6_host_is_one_client_across_its_64() {
+        let pc = PerClient::new(2);
+        let a: SocketAddr = "[2001:db8:1:2::1]:1000".parse().unwrap();
+        let b: SocketAddr = "[2001:db8:1:2:ffff::9]:1000".parse().unwrap();
+        let elsewhere: SocketAddr = "[2001:db8:1:3::1]:1000".parse().unwrap();
+        let _first = pc.enter(a).unwrap();
+        let _second = pc.enter(b).unwrap();
+        assert!(
+            pc.enter("[2001:db8:1:2::77]:1".parse().unwrap()).is_none(),
+            "a third address of the same /64"
+        );
+        assert!(
+            pc.enter(elsewhere).is_some(),
+            "another /64 is another client"
+        );
     }
 }

@@ -8,7 +8,9 @@
 //! IPv6 clients are counted by their /64, which one host usually holds
 //! whole. Behind a reverse proxy every client is the proxy's address, so a
 //! guesser there locks every client out for a minute: let the proxy limit
-//! its clients, or keep the storefront on an address of its own.
+//! its clients, or keep the storefront on an address of its own. Only a
+//! credential presented and refused counts: the payer's public routes and
+//! health checks never do, so a guesser never locks payers out.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -22,6 +24,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tracing::warn;
 
+use super::client_key::client_key;
 use super::error::ApiError;
 use super::ApiState;
 
@@ -44,28 +47,29 @@ struct Failures {
 #[derive(Debug)]
 pub(crate) struct FailureThrottle {
     limit: u32,
-    clients: Mutex<HashMap<IpAddr, Failures>>,
+    /// Addresses remembered at most.
+    capacity: usize,
+    clients: Mutex<Clients>,
 }
 
-/// The address failures are counted under: IPv4 as is, IPv6 by its /64.
-fn client_key(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V4(_) => ip,
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => {
-                let mut s = v6.segments();
-                s[4..].fill(0);
-                IpAddr::from(s)
-            }
-        },
-    }
+#[derive(Debug, Default)]
+struct Clients {
+    by_address: HashMap<IpAddr, Failures>,
+    /// When the table was last swept of addresses whose minute is over:
+    /// at most once a second, so a flood of addresses costs each failure
+    /// constant work, not a scan of the whole table.
+    swept_at: Option<Instant>,
 }
 
 impl FailureThrottle {
     pub(crate) fn new(limit: u32) -> FailureThrottle {
+        FailureThrottle::with_capacity(limit, MAX_CLIENTS)
+    }
+
+    fn with_capacity(limit: u32, capacity: usize) -> FailureThrottle {
         FailureThrottle {
             limit: limit.max(1),
+            capacity: capacity.max(1),
             clients: Mutex::default(),
         }
     }
@@ -74,6 +78,7 @@ impl FailureThrottle {
     fn blocked(&self, ip: IpAddr, now: Instant) -> Option<Duration> {
         let clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
         clients
+            .by_address
             .get(&client_key(ip))
             .and_then(|f| f.blocked_until)
             .filter(|until| *until > now)
@@ -81,13 +86,28 @@ impl FailureThrottle {
     }
 
     fn failed(&self, ip: IpAddr, now: Instant) {
-        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
-        if clients.len() >= MAX_CLIENTS {
-            clients.retain(|_, f| {
-                now.duration_since(f.since) < WINDOW || f.blocked_until.is_some_and(|u| u > now)
-            });
+        let key = client_key(ip);
+        let mut guard = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        let clients = &mut *guard;
+        if clients.by_address.len() >= self.capacity && !clients.by_address.contains_key(&key) {
+            let due = clients
+                .swept_at
+                .is_none_or(|at| now.duration_since(at) >= Duration::from_secs(1));
+            if due {
+                clients.swept_at = Some(now);
+                clients.by_address.retain(|_, f| {
+                    now.duration_since(f.since) < WINDOW || f.blocked_until.is_some_and(|u| u > now)
+                });
+            }
+            // Still full: one remembered address makes room, so the newest
+            // guesser is always counted and the table never grows.
+            if clients.by_address.len() >= self.capacity {
+                if let Some(old) = clients.by_address.keys().next().copied() {
+                    clients.by_address.remove(&old);
+                }
+            }
         }
-        let f = clients.entry(client_key(ip)).or_insert(Failures {
+        let f = clients.by_address.entry(key).or_insert(Failures {
             since: now,
             count: 0,
             blocked_until: None,
@@ -102,19 +122,32 @@ impl FailureThrottle {
         f.count += 1;
         if f.count >= self.limit && f.blocked_until.is_none_or(|u| u <= now) {
             f.blocked_until = Some(now + WINDOW);
-            warn!(client = %client_key(ip), failures = f.count, "too many failed token attempts; refusing this client for a minute");
+            warn!(client = %key, failures = f.count, "too many failed token attempts; refusing this client for a minute");
         }
     }
 }
 
-/// Whether a request names a credential: a bearer token, a console
-/// session, or a console sign-in. Only those are counted and refused.
+/// Whether a request presents a credential: a bearer token, the console's
+/// session cookie, or a console sign-in. Only those are counted and
+/// refused. Health checks never are, whatever a probe sends, and the
+/// payer's public routes (view, live stream, page) take no credential, so
+/// a guesser blocked for a minute never blocks a checkout behind the same
+/// address.
 fn presents_credential(req: &Request) -> bool {
+    let path = req.uri().path();
+    if matches!(path, "/healthz" | "/readyz")
+        || path.starts_with("/v1/view/")
+        || path.starts_with("/pay/")
+    {
+        return false;
+    }
     let h = req.headers();
-    h.contains_key(axum::http::header::AUTHORIZATION)
-        || h.contains_key(axum::http::header::COOKIE)
-        || (req.uri().path().starts_with("/v1/") && req.uri().path() != "/v1/openapi.json")
-        || req.uri().path() == "/console/login"
+    let session_cookie = h
+        .get_all(axum::http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("paywatch_session="));
+    h.contains_key(axum::http::header::AUTHORIZATION) || session_cookie || path == "/console/login"
 }
 
 /// The middleware: refuses a blocked client, and counts each 401.
@@ -168,6 +201,60 @@ mod tests {
         );
         assert!(t.blocked("10.0.0.2".parse().unwrap(), start).is_none());
         assert_eq!(t.blocked(ip, start + WINDOW + Duration::from_secs(1)), None);
+    }
+
+    /// Issue 38, found 4: a flood of addresses within one minute never
+    /// grows the table past its bound, and the bound holds without a scan
+    /// of the whole table on each failure.
+    #[test]
+    fn the_failure_table_stays_within_its_bound_under_a_flood_of_addresses() {
+        let t = FailureThrottle::with_capacity(AUTH_FAILURES_PER_MINUTE, 4);
+        let now = Instant::now();
+        for i in 0..50u8 {
+            t.failed(IpAddr::from([10, 0, 1, i]), now);
+        }
+        let held = t.clients.lock().unwrap().by_address.len();
+        assert!(held <= 4, "{held} addresses held past a bound of 4");
+        // The newest failing client is still counted, so a guesser cannot
+        // hide behind a flood.
+        let guesser: IpAddr = "10.9.9.9".parse().unwrap();
+        for _ in 0..AUTH_FAILURES_PER_MINUTE {
+            t.failed(guesser, now);
+        }
+        assert!(t.blocked(guesser, now).is_some());
+    }
+
+    /// Issue 38, found 1: only a credential presented counts. The payer's
+    /// public routes (view, stream, page) never do, whatever cookie the
+    /// browser carries, nor health checks, whatever header a probe sends.
+    #[test]
+    fn only_a_presented_credential_counts_and_public_routes_and_health_never_do() {
+        let req = |method: &str, path: &str, headers: &[(&str, &str)]| {
+            let mut b = Request::builder().method(method).uri(path);
+            for (k, v) in headers {
+                b = b.header(*k, *v);
+            }
+            b.body(axum::body::Body::empty()).unwrap()
+        };
+        let bearer = [("authorization", "Bearer pw_x")];
+        let any_cookie = [("cookie", "_ga=1; theme=dark")];
+        let session = [("cookie", "paywatch_session=ab")];
+        assert!(presents_credential(&req("GET", "/v1/intents/1", &bearer)));
+        assert!(presents_credential(&req("GET", "/console/queue", &session)));
+        assert!(presents_credential(&req("POST", "/console/login", &[])));
+        for (path, headers) in [
+            ("/v1/view/abc", &any_cookie[..]),
+            ("/v1/view/abc/events", &any_cookie[..]),
+            ("/pay/abc", &any_cookie[..]),
+            ("/v1/intents/1", &[][..]),
+            ("/healthz", &bearer[..]),
+            ("/readyz", &bearer[..]),
+        ] {
+            assert!(
+                !presents_credential(&req("GET", path, headers)),
+                "{path} {headers:?}"
+            );
+        }
     }
 
     #[test]

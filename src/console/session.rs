@@ -30,15 +30,20 @@ const MAX_AGE_SECS: u32 = 8 * 3600;
 /// Who may look at the console's pages; only support may act.
 pub(crate) const VIEWERS: &[Role] = &[Role::Operator, Role::Support];
 
-/// The session id in the request's console cookie, under either name.
-fn cookie_session(headers: &HeaderMap) -> Option<String> {
+/// The session id in the request's console cookie, under the one name this
+/// configuration sets. Behind TLS that is the `__Host-` cookie only: a
+/// sibling subdomain can plant a plain-named cookie for the whole domain
+/// ("cookie tossing"), never a `__Host-` one, so a planted cookie can
+/// neither sign a support agent out nor into another session.
+fn cookie_session(headers: &HeaderMap, behind_tls: bool) -> Option<String> {
+    let wanted = if behind_tls { TLS_NAME } else { PLAIN_NAME };
     headers
         .get_all(COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == PLAIN_NAME || *name == TLS_NAME)
+        .find(|(name, _)| *name == wanted)
         .map(|(_, value)| value.to_owned())
         .filter(|v| v.len() == 64 && v.bytes().all(|b| b.is_ascii_hexdigit()))
 }
@@ -90,7 +95,7 @@ pub(crate) async fn sign_in(
 
 /// Ends the request's session, if any; the `Set-Cookie` value that clears it.
 pub(crate) async fn sign_out(s: &ApiState, headers: &HeaderMap) -> HeaderValue {
-    if let Some(session) = cookie_session(headers) {
+    if let Some(session) = cookie_session(headers, s.ctx.settings.api.behind_tls) {
         if let Err(e) = s
             .ctx
             .store
@@ -142,7 +147,8 @@ pub(crate) async fn require(
     allowed: &[Role],
     route: &str,
 ) -> Result<Caller, Refusal> {
-    let session = cookie_session(headers).ok_or(Refusal::SignIn { stale: false })?;
+    let session = cookie_session(headers, s.ctx.settings.api.behind_tls)
+        .ok_or(Refusal::SignIn { stale: false })?;
     let stale = Refusal::SignIn { stale: true };
     let found = s
         .ctx
@@ -178,20 +184,38 @@ pub(crate) async fn require(
 mod tests {
     use super::*;
 
-    #[test]
-    fn only_a_well_formed_session_id_is_read_from_either_cookie() {
-        let id = "ab".repeat(32);
-        for name in [PLAIN_NAME, TLS_NAME] {
-            let mut h = HeaderMap::new();
-            h.insert(
-                COOKIE,
-                HeaderValue::from_str(&format!("other=1; {name}={id}; x=y")).unwrap(),
-            );
-            assert_eq!(cookie_session(&h).as_deref(), Some(id.as_str()));
-        }
+    fn with_cookie(text: &str) -> HeaderMap {
         let mut h = HeaderMap::new();
-        h.insert(COOKIE, HeaderValue::from_static("paywatch_session=zz"));
-        assert_eq!(cookie_session(&h), None);
-        assert_eq!(cookie_session(&HeaderMap::new()), None);
+        h.insert(COOKIE, HeaderValue::from_str(text).unwrap());
+        h
+    }
+
+    #[test]
+    fn only_a_well_formed_session_id_is_read_from_the_configured_cookie() {
+        let id = "ab".repeat(32);
+        for (name, behind_tls) in [(PLAIN_NAME, false), (TLS_NAME, true)] {
+            let h = with_cookie(&format!("other=1; {name}={id}; x=y"));
+            assert_eq!(cookie_session(&h, behind_tls).as_deref(), Some(id.as_str()));
+        }
+        let h = with_cookie("paywatch_session=zz");
+        assert_eq!(cookie_session(&h, false), None);
+        assert_eq!(cookie_session(&HeaderMap::new(), false), None);
+    }
+
+    /// Issue 38, found 5: a sibling subdomain can plant a plain-named
+    /// cookie for the parent domain, never a `__Host-` one. Behind TLS only
+    /// the `__Host-` cookie is read, wherever a planted one stands.
+    #[test]
+    fn behind_tls_a_cookie_tossed_from_a_sibling_subdomain_is_never_read() {
+        let (planted, real) = ("cd".repeat(32), "ab".repeat(32));
+        let both = with_cookie(&format!("{PLAIN_NAME}={planted}; {TLS_NAME}={real}"));
+        assert_eq!(cookie_session(&both, true).as_deref(), Some(real.as_str()));
+        let only_planted = with_cookie(&format!("{PLAIN_NAME}={planted}"));
+        assert_eq!(cookie_session(&only_planted, true), None);
+        // Served over plain HTTP no browser keeps a `__Host-` cookie.
+        assert_eq!(
+            cookie_session(&with_cookie(&format!("{TLS_NAME}={real}")), false),
+            None
+        );
     }
 }

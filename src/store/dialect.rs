@@ -14,7 +14,7 @@ impl Dialect {
         } else if url.starts_with("sqlite:") {
             Ok(Dialect::Sqlite)
         } else {
-            Err(StoreError::UnsupportedUrl(redact_url(url)))
+            Err(StoreError::UnsupportedUrl(paywatch_core::shown_url(url)))
         }
     }
 
@@ -114,18 +114,6 @@ impl Dialect {
     }
 }
 
-/// A database URL fit for logs and error messages: no password.
-pub fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme_end), Some(at)) if at > scheme_end => {
-            let creds = &url[scheme_end + 3..at];
-            let user = creds.split(':').next().unwrap_or("");
-            format!("{}://{}:***@{}", &url[..scheme_end], user, &url[at + 1..])
-        }
-        _ => url.to_owned(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,14 +129,5 @@ mod tests {
             Dialect::Sqlite.sql(t),
             "INSERT INTO t (a) VALUES ($1) ; SELECT 1 "
         );
-    }
-
-    #[test]
-    fn redacts_passwords() {
-        assert_eq!(
-            redact_url("postgres://u:secret@h:5432/db"),
-            "postgres://u:***@h:5432/db"
-        );
-        assert_eq!(redact_url("sqlite://x.db"), "sqlite://x.db");
     }
 }

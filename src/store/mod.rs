@@ -59,7 +59,7 @@ pub use cases::{AuditEntry, CaseTransfer, RefundRecord};
 pub use cursor::{ApplyOutcome, ChainStatus};
 pub(crate) use decisions::{DecisionPayment, NewAudit, NewDecision, PaymentKey};
 pub(crate) use dialect::Col;
-pub use dialect::{redact_url, Dialect};
+pub use dialect::Dialect;
 pub use error::StoreError;
 pub use export::{ExportKey, SettlementLine};
 pub(crate) use facts::{DecisionRow, Facts, SettlementRow};
