@@ -21,6 +21,8 @@ pub struct Daemon {
     pub network: Network,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
+    /// The task a crash aborted, until its futures are dropped.
+    aborted: Option<JoinHandle<()>>,
 }
 
 impl Daemon {
@@ -45,6 +47,7 @@ impl Daemon {
             network,
             stop: None,
             task: None,
+            aborted: None,
         };
         d.spawn();
         d
@@ -88,6 +91,7 @@ impl Daemon {
         self.stop = None;
         if let Some(t) = self.task.take() {
             t.abort();
+            self.aborted = Some(t);
         }
     }
 
@@ -97,7 +101,14 @@ impl Daemon {
         // the old pool, one perhaps inside a transaction whose rollback
         // waits for the connection's next use: a write lock the new
         // process would meet as "database is locked" (seen in CI). Closing
-        // the pool ends them as the process's end would.
+        // the pool ends them as the process's end would, once the aborted
+        // task is gone: its set of tasks, dropped with it, aborts the
+        // watcher and reconciler and returns their connections (a close
+        // begun before that could time out with one still checked out, a
+        // write lock held, seen in CI again).
+        if let Some(t) = self.aborted.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(10), t).await;
+        }
         let _ = tokio::time::timeout(Duration::from_secs(10), self.ctx.store.close()).await;
         self.ctx = Context::build(self.settings.clone())
             .await
