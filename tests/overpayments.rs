@@ -19,7 +19,8 @@ on_both_databases!(
     an_overpaid_top_up_credits_its_price_and_its_excess_waits_for_support,
     support_credits_an_excess_once_at_the_locked_rate,
     a_refund_of_the_excess_claims_no_payment_and_keeps_the_order_paid,
-    a_reorg_takes_back_a_credited_excess_with_its_payment_and_gives_it_back_with_it
+    a_reorg_takes_back_a_credited_excess_with_its_payment_and_gives_it_back_with_it,
+    an_accepted_excess_is_taken_back_when_only_the_payment_carrying_it_leaves_the_chain
 );
 
 /// A top-up of 100 USD paid half as much again, final.
@@ -199,7 +200,7 @@ async fn support_credits_an_excess_once_at_the_locked_rate(b: Backend) {
     assert_eq!(
         named,
         [(
-            "an overpayment's excess credited at most once net, and only while its payment stands",
+            "an overpayment's excess credited at most once net, and only while its money stands",
             expected.as_str()
         )]
     );
@@ -301,5 +302,77 @@ async fn a_reorg_takes_back_a_credited_excess_with_its_payment_and_gives_it_back
     h.mine(2);
     h.sync().await;
     assert_eq!(h.balance("acct-1").await, 15_000);
+    assert_no_broken_rule(&h).await;
+}
+
+/// Issue 36, found 6: an accepted excess stayed credited when only the
+/// payment carrying it vanished, the one that paid the price still on the
+/// chain. The top-up stays paid; the excess's credit is taken back and a
+/// person told; when the payment comes back, so does the credit, once.
+async fn an_accepted_excess_is_taken_back_when_only_the_payment_carrying_it_leaves_the_chain(
+    b: Backend,
+) {
+    let mut h = Harness::new(b, Network::Bitcoin, 2).await;
+    h.import_pool(1).await;
+    h.mine(3);
+    h.sync().await;
+    let i = h.create("topup", "over-5", "BTC", "100").await;
+    h.pay(&i.address, Asset::Btc, i.amount_due);
+    h.mine(1);
+    h.pay(&i.address, Asset::Btc, Amount(i.amount_due.0 / 2));
+    h.mine(3);
+    h.sync().await;
+    let r = h.intent(i.id).await;
+    assert_eq!(r.exception, Some(Exception::Overpaid), "{:?}", r.reason);
+    let api = ApiClient::serve(context_with_role_tokens(&h)).await;
+    let (st, v) = act(
+        &api,
+        i.id,
+        "excess-5",
+        json!({"action": "accept", "note": "credit the rest", "actor": "ana"}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    assert_eq!(h.balance("acct-1").await, 15_000);
+
+    // A reorg past finality takes the block of the second payment only.
+    let dropped = h.chain.reorg(3);
+    h.mine(3);
+    h.sync().await;
+    let r = h.intent(i.id).await;
+    assert_eq!(
+        (r.status, r.exception, r.reason_code.as_deref()),
+        (
+            Status::NeedsReview,
+            Some(Exception::Reversed),
+            Some("excess_reversed_by_reorg")
+        ),
+        "{:?}",
+        r.reason
+    );
+    assert_eq!(
+        h.balance("acct-1").await,
+        10_000,
+        "the price stays, the excess goes"
+    );
+    assert_no_broken_rule(&h).await;
+
+    h.chain.rebroadcast(dropped);
+    h.mine(3);
+    h.sync().await;
+    assert_eq!(h.balance("acct-1").await, 15_000);
+    assert_eq!(h.intent(i.id).await.status, Status::Resolved);
+    assert_eq!(
+        ledger_kinds(&h, "acct-1").await,
+        [
+            ("topup_credit".to_owned(), 10_000),
+            ("adjustment".to_owned(), 5_000),
+            ("adjustment".to_owned(), -5_000),
+            ("adjustment".to_owned(), 5_000),
+        ]
+    );
+    h.mine(2);
+    h.sync().await;
+    assert_eq!(h.balance("acct-1").await, 15_000, "credited back once");
     assert_no_broken_rule(&h).await;
 }

@@ -73,6 +73,10 @@ pub(crate) const WORDS: &[(&str, &str)] = &[
         "The network took back a payment it had confirmed. The shop's support will review it.",
     ),
     (
+        "excess_reversed_by_reorg",
+        "Paid. The network took back part of what was sent beyond the price; the shop's support will review it.",
+    ),
+    (
         "still_reversed",
         "The network took back a payment it had confirmed. The shop's support will review it.",
     ),

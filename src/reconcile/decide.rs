@@ -50,6 +50,19 @@ pub enum MoneyMove {
     Recredit,
 }
 
+/// What happens to an overpayment's excess support credited: it stands
+/// on the money that carried the intent's payments beyond the price, apart
+/// from the settlement, which stands on the price alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExcessMove {
+    None,
+    /// The money carrying it left the chain (or the settlement went): take
+    /// the credit back.
+    TakeBack,
+    /// The money is back under a standing settlement: credit it again.
+    Credit,
+}
+
 /// The status machine's answer for one intent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {
@@ -64,6 +77,7 @@ pub struct Verdict {
     pub amount_pending: Amount,
     pub amount_excess: Amount,
     pub money: MoneyMove,
+    pub excess: ExcessMove,
     /// Row ids of the intent's own money, final, made after its expiry:
     /// never what a settlement stands on, so support may refund it.
     pub late_rows: Vec<i64>,
@@ -176,6 +190,7 @@ pub fn decide(f: &IntentFacts<'_>) -> Verdict {
         amount_pending: Amount(tally.pending_total()),
         amount_excess: Amount(amount_final.saturating_sub(f.amount_due.0)),
         money: r.money,
+        excess: r.excess,
         late_rows: std::mem::take(&mut tally.late_rows),
         made_late: std::mem::take(&mut tally.made_late),
         dust_rows: f
@@ -195,6 +210,7 @@ struct Ruling {
     outcome: Option<Outcome>,
     reason: Reason,
     money: MoneyMove,
+    excess: ExcessMove,
 }
 
 impl Ruling {
@@ -205,7 +221,13 @@ impl Ruling {
             outcome: None,
             reason,
             money: MoneyMove::None,
+            excess: ExcessMove::None,
         }
+    }
+
+    fn excess(mut self, excess: ExcessMove) -> Ruling {
+        self.excess = excess;
+        self
     }
 
     fn exception(mut self, exception: Exception) -> Ruling {
@@ -251,9 +273,15 @@ fn rule(f: &IntentFacts<'_>, t: &Tally) -> Ruling {
                     },
                     Via::Support { .. } => Reason::SupportBasisVanished,
                 };
+                // The excess support credited goes with the money it was.
+                let excess = match f.accepted_excess {
+                    Some(x) if x.credited => ExcessMove::TakeBack,
+                    _ => ExcessMove::None,
+                };
                 return Ruling::new(S::NeedsReview, reason)
                     .exception(X::Reversed)
-                    .money(MoneyMove::Reverse);
+                    .money(MoneyMove::Reverse)
+                    .excess(excess);
             }
             (Some(reversed_at), false) => {
                 return match f.closing.filter(|c| c.at_ms >= reversed_at) {
@@ -279,44 +307,39 @@ fn rule(f: &IntentFacts<'_>, t: &Tally) -> Ruling {
             (Some(_), true) => MoneyMove::Recredit,
             (None, true) => MoneyMove::None,
         };
-        let since = f.closing.and_then(|c| c.through).max(settlement.through);
-        // Support's settlements from before decisions were recorded named
-        // no payments and kept no row id: what they covered is not known,
-        // so only money after a later decision is news there.
-        let legacy = settlement.via == (Via::Support { decision: None }) && since.is_none();
-        let (extra, foreign) = if legacy {
-            (0, Vec::new())
-        } else {
-            new_final_money(f, since)
-        };
-        if extra > 0 {
-            let late = late_since(f, t, since);
-            return Ruling::new(S::NeedsReview, Reason::AfterSettlement { extra, late })
-                .exception(X::Duplicate)
-                .outcome(outcome_of(f))
-                .money(money);
+        // An accepted excess stands on the money beyond the price, not on
+        // the settlement alone: when only the payment carrying it leaves the
+        // chain, its credit is taken back and a person told; when that money
+        // is back, it is credited again (issue 36, found 6).
+        let mut excess_move = ExcessMove::None;
+        if let (Via::Chain, Some(x)) = (settlement.via, f.accepted_excess) {
+            let carried = t.timely_standing >= due.saturating_add(x.amount);
+            let decided_last = f.closing.is_some_and(|c| c.decision == x.decision);
+            match (money, x.credited, carried) {
+                (MoneyMove::Recredit, false, true) | (MoneyMove::None, false, true) => {
+                    excess_move = ExcessMove::Credit;
+                }
+                (MoneyMove::None, true, false) => {
+                    return Ruling::new(
+                        S::NeedsReview,
+                        Reason::ExcessReversedByReorg { excess: x.amount },
+                    )
+                    .exception(X::Reversed)
+                    .outcome(outcome_of(f))
+                    .excess(ExcessMove::TakeBack);
+                }
+                (MoneyMove::None, false, false) if decided_last => {
+                    return Ruling::new(
+                        S::NeedsReview,
+                        Reason::ExcessReversedByReorg { excess: x.amount },
+                    )
+                    .exception(X::Reversed)
+                    .outcome(outcome_of(f));
+                }
+                _ => {}
+            }
         }
-        if !foreign.is_empty() {
-            let (exception, reason) = foreign_exception(f, foreign);
-            return Ruling::new(S::NeedsReview, reason)
-                .exception(exception)
-                .outcome(outcome_of(f))
-                .money(money);
-        }
-        if let Some(c) = &f.closing {
-            return resolved(f, c).money(money);
-        }
-        if let Via::Support { .. } = settlement.via {
-            return Ruling::new(
-                S::Resolved,
-                Reason::PaidByReassign {
-                    from: f.reassigned_in.map(|r| r.from),
-                },
-            )
-            .outcome(Some(Outcome::PaidBySupport))
-            .money(money);
-        }
-        return paid(f, t, money);
+        return standing(f, t, settlement, money).excess(excess_move);
     }
 
     // Support's settlement, like the chain's, takes a reference nobody
@@ -440,6 +463,56 @@ fn rule(f: &IntentFacts<'_>, t: &Tally) -> Ruling {
         );
     }
     Ruling::new(S::Expired, Reason::ExpiredUnpaid)
+}
+
+/// The ruling on a settlement that stands (or comes back now): news after
+/// it or after support's decision, support's resolution, or paid.
+fn standing(
+    f: &IntentFacts<'_>,
+    t: &Tally,
+    settlement: &SettlementFacts<'_>,
+    money: MoneyMove,
+) -> Ruling {
+    use Exception as X;
+    use Status as S;
+    let since = f.closing.and_then(|c| c.through).max(settlement.through);
+    // Support's settlements from before decisions were recorded named
+    // no payments and kept no row id: what they covered is not known,
+    // so only money after a later decision is news there.
+    let legacy = settlement.via == (Via::Support { decision: None }) && since.is_none();
+    let (extra, foreign) = if legacy {
+        (0, Vec::new())
+    } else {
+        new_final_money(f, since)
+    };
+    if extra > 0 {
+        let late = late_since(f, t, since);
+        return Ruling::new(S::NeedsReview, Reason::AfterSettlement { extra, late })
+            .exception(X::Duplicate)
+            .outcome(outcome_of(f))
+            .money(money);
+    }
+    if !foreign.is_empty() {
+        let (exception, reason) = foreign_exception(f, foreign);
+        return Ruling::new(S::NeedsReview, reason)
+            .exception(exception)
+            .outcome(outcome_of(f))
+            .money(money);
+    }
+    if let Some(c) = &f.closing {
+        return resolved(f, c).money(money);
+    }
+    if let Via::Support { .. } = settlement.via {
+        return Ruling::new(
+            S::Resolved,
+            Reason::PaidByReassign {
+                from: f.reassigned_in.map(|r| r.from),
+            },
+        )
+        .outcome(Some(Outcome::PaidBySupport))
+        .money(money);
+    }
+    paid(f, t, money)
 }
 
 /// Whether a settlement still stands on what it was made on.
@@ -714,6 +787,7 @@ mod tests {
             settlement: None,
             closing: None,
             refunded: false,
+            accepted_excess: None,
             reassigned_in: None,
             reference_settled_by: None,
             transfers,

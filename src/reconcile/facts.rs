@@ -156,6 +156,16 @@ pub struct Closing {
     pub counterpart: Option<i64>,
 }
 
+/// Support accepted an overpayment's excess, crediting its worth.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AcceptedExcess {
+    pub decision: i64,
+    /// The excess accepted, in base units of the intent's method.
+    pub amount: u128,
+    /// Its credit stands in the ledger now (credits less their taking back).
+    pub credited: bool,
+}
+
 /// Support reassigned another intent's payment to this one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reassigned {
@@ -202,6 +212,9 @@ pub struct IntentFacts<'a> {
     pub closing: Option<Closing>,
     /// A refund support required has been sent.
     pub refunded: bool,
+    /// Support accepted this intent's excess after it settled by its own
+    /// money.
+    pub accepted_excess: Option<AcceptedExcess>,
     /// Support reassigned another intent's payment to this one: the
     /// decision that settles it.
     pub reassigned_in: Option<Reassigned>,

@@ -28,9 +28,10 @@ use tracing::{error, info, warn};
 pub use balance::{BalancePayment, DebitOutcome};
 pub(crate) use case_reading::{CaseReading, PaymentReading};
 pub use credit_back::{BalanceCredit, CreditOutcome};
-pub use decide::{decide, txid_digest, MoneyMove, Verdict};
+pub use decide::{decide, txid_digest, ExcessMove, MoneyMove, Verdict};
 pub use facts::{
-    Action, Closing, IntentFacts, Reassigned, SeenTransfer, SettledBy, SettlementFacts, Via,
+    AcceptedExcess, Action, Closing, IntentFacts, Reassigned, SeenTransfer, SettledBy,
+    SettlementFacts, Via,
 };
 pub use matcher::{Grouping, Matcher};
 pub use reason::Reason;

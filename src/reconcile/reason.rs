@@ -93,6 +93,11 @@ pub enum Reason {
     },
     /// Support's settlement lost a payment it stood on.
     SupportBasisVanished,
+    /// The money carrying an accepted excess beyond the price left the
+    /// chain; the settlement stands, the excess's credit was taken back.
+    ExcessReversedByReorg {
+        excess: u128,
+    },
     StillReversed {
         final_now: u128,
         due: u128,
@@ -130,13 +135,14 @@ impl Reason {
             Reason::AfterDecision { .. } => "paid_after_decision",
             Reason::ReversedByReorg { .. } => "reversed_by_reorg",
             Reason::SupportBasisVanished => "support_basis_vanished",
+            Reason::ExcessReversedByReorg { .. } => "excess_reversed_by_reorg",
             Reason::StillReversed { .. } => "still_reversed",
             Reason::ReferencePaidElsewhere { .. } => "reference_paid_elsewhere",
         }
     }
 
     /// Every code [`Reason::code`] gives, for the documentation's test.
-    pub const CODES: [&'static str; 23] = [
+    pub const CODES: [&'static str; 24] = [
         "resolved_by_support",
         "paid_by_reassign",
         "awaiting_payment",
@@ -158,6 +164,7 @@ impl Reason {
         "paid_after_decision",
         "reversed_by_reorg",
         "support_basis_vanished",
+        "excess_reversed_by_reorg",
         "still_reversed",
         "reference_paid_elsewhere",
     ];
@@ -307,6 +314,11 @@ impl Reason {
             Reason::SupportBasisVanished => "a reorg removed a payment support's decision \
                  stood on; the settlement is reversed"
                 .to_owned(),
+            Reason::ExcessReversedByReorg { excess } => format!(
+                "a reorg removed the money that carried the accepted excess of {}; the \
+                 order or top-up stays paid for its price, the excess's credit was taken back",
+                coin(*excess)
+            ),
             Reason::StillReversed { final_now, due } => format!(
                 "the credited payment was reversed by a reorg; final now {} of {}",
                 coin(*final_now),
@@ -389,6 +401,7 @@ mod tests {
                 due: 1,
             },
             Reason::SupportBasisVanished,
+            Reason::ExcessReversedByReorg { excess: 1 },
             Reason::StillReversed {
                 final_now: 0,
                 due: 1,

@@ -214,22 +214,15 @@ impl Reconciler {
         // The decision is now a fact like any other: read everything again
         // and let the writer decide, as the next reconcile will.
         let facts = store.load_facts(&mut tx, intents).await?;
-        let mut news = vec![events::decision(
+        let news = vec![events::decision(
             decision_id,
             &intent,
             a.action.as_str(),
             a.to_intent.filter(|_| a.action == Action::Reassign),
         )];
-        if let Some(cents) = plan.excess_cents {
-            let posting = super::excess::posting(&intent, cents, 1);
-            store
-                .post_ledger(&mut tx, std::slice::from_ref(&posting), now)
-                .await?;
-            news.push(events::ledger(
-                &posting,
-                Some((intent.kind.as_str(), &intent.reference)),
-            ));
-        }
+        // An accepted excess is credited by the writer, as the status
+        // machine reads the decision (its `ExcessMove::Credit`): one place
+        // posts it, takes it back with its money and credits it again.
         self.write(&mut tx, &facts, now, news).await?;
         tx.commit().await?;
         Ok(ActionOutcome::Done { audit_id })
@@ -346,7 +339,6 @@ impl Reconciler {
             a.action,
             Action::Accept | Action::Reassign | Action::RefundRequired | Action::Dismiss
         );
-        let mut excess_cents = None;
         if closing
             && resolved_as.is_some()
             && !(a.action == Action::Accept && resolved_as == Some(Outcome::Dismissed))
@@ -366,7 +358,8 @@ impl Reconciler {
                     return not_final("accept its excess");
                 }
                 match excess.and_then(|e| super::excess::cents_of(intent, e)) {
-                    Some(cents) if cents > 0 => excess_cents = Some(cents),
+                    // Worth a cent or more: the writer credits it.
+                    Some(cents) if cents > 0 => {}
                     Some(_) => {
                         return conflict(format!(
                             "intent {}'s excess is worth less than a cent at its rate: refund or \
@@ -487,7 +480,6 @@ impl Reconciler {
         Ok(Ok(Plan {
             through,
             amount,
-            excess_cents,
             payments: payments
                 .iter()
                 .map(|t| DecisionPayment {
@@ -504,8 +496,6 @@ impl Reconciler {
 struct Plan {
     through: Option<i64>,
     amount: u128,
-    /// For an accept of an overpayment's excess: its worth, to credit.
-    excess_cents: Option<i64>,
     payments: Vec<DecisionPayment>,
 }
 

@@ -7,11 +7,12 @@ use std::collections::HashMap;
 
 use paywatch_core::{Method, Network};
 
-use super::decide::{decide, MoneyMove, Verdict};
+use super::decide::{decide, ExcessMove, MoneyMove, Verdict};
 use super::events::{self, SettlementEvent};
 use super::excess;
 use super::facts::{
-    Action, Closing, IntentFacts, Reassigned, SeenTransfer, SettledBy, SettlementFacts, Via,
+    AcceptedExcess, Action, Closing, IntentFacts, Reassigned, SeenTransfer, SettledBy,
+    SettlementFacts, Via,
 };
 use super::{Attributed, Matcher, PassReport, Tolerance};
 use crate::store::{
@@ -193,10 +194,6 @@ pub(crate) async fn write(
                     posting.entry_kind = "reversal";
                     postings.push((posting, i));
                 }
-                // The excess support credited goes with the money it was.
-                if let Some(cents) = own.and_then(|s| excess::credited(i, s, &facts.decisions)) {
-                    postings.push((excess::posting(i, -cents, credits), i));
-                }
             }
             MoneyMove::Recredit => {
                 let credits = own.map_or(1, |s| s.credits) + 1;
@@ -210,11 +207,24 @@ pub(crate) async fn write(
                 if i.kind == IntentKind::Topup {
                     postings.push((credit(i, credit_key(i.id, credits)), i));
                 }
-                if let Some(cents) = own.and_then(|s| excess::credited(i, s, &facts.decisions)) {
-                    postings.push((excess::posting(i, cents, credits), i));
-                }
             }
             _ => {}
+        }
+        // The excess support credited follows the money it was, apart from
+        // the settlement: numbered by the credits posted so far, so each
+        // entry's key is new and each is posted once.
+        if v.excess != ExcessMove::None {
+            let cents = own.and_then(|s| excess::credited(i, s, &facts.decisions));
+            let posted = facts.excess_ledger.get(&i.id).map_or(0, |l| l.credits);
+            match (v.excess, cents) {
+                (ExcessMove::TakeBack, Some(c)) => {
+                    postings.push((excess::posting(i, -c, posted.max(1)), i));
+                }
+                (ExcessMove::Credit, Some(c)) => {
+                    postings.push((excess::posting(i, c, posted + 1), i));
+                }
+                _ => {}
+            }
         }
     }
     store.mark_settlements(tx, &reversing, true, now).await?;
@@ -455,6 +465,25 @@ impl<'a> Reading<'a> {
                 counterpart: d.to_intent,
             });
         let refunded = on_this().any(|d| d.action == Action::RefundSent);
+        // As `excess::credited` reads it: an accept once the intent had
+        // settled by its own money.
+        let accepted_excess = self
+            .own_settlement(p)
+            .filter(|s| s.via == "chain")
+            .and_then(|s| {
+                on_this().find(|d| {
+                    d.action == Action::Accept && d.at_ms >= s.settled_at_ms && d.amount > 0
+                })
+            })
+            .map(|d| AcceptedExcess {
+                decision: d.id,
+                amount: d.amount,
+                credited: self
+                    .facts
+                    .excess_ledger
+                    .get(&i.id)
+                    .is_some_and(|l| l.net_cents > 0),
+            });
         let reassigned_in = self
             .facts
             .decisions
@@ -482,6 +511,7 @@ impl<'a> Reading<'a> {
             settlement,
             closing,
             refunded,
+            accepted_excess,
             reassigned_in,
             reference_settled_by,
             transfers: self.attributed.of(p),

@@ -68,6 +68,17 @@ pub(crate) struct Facts {
     /// (accept, reassign) and those that owe money back (refund_required).
     pub basis: HashMap<i64, BasisRows>,
     pub final_heights: HashMap<Network, u64>,
+    /// By intent, its overpayment's excess as the ledger holds it.
+    pub excess_ledger: HashMap<i64, ExcessLedger>,
+}
+
+/// An intent's excess entries in the ledger (`excess:…`, `excess_reversal:…`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ExcessLedger {
+    /// Credits less their taking back, in cents: above 0 while credited.
+    pub net_cents: i64,
+    /// Credits posted so far: the next credit is round `credits + 1`.
+    pub credits: i64,
 }
 
 impl Facts {
@@ -271,6 +282,16 @@ impl Store {
             .chain(facts.settlements.values().filter_map(|s| s.decision_id))
             .collect();
         facts.basis = self.basis_of(tx, &settling).await?;
+        // Only an accept can credit an excess: most passes read nothing here.
+        let accepted: Vec<i64> = facts
+            .decisions
+            .iter()
+            .filter(|d| d.action == Action::Accept && ids.contains(&d.intent_id))
+            .map(|d| d.intent_id)
+            .collect();
+        if !accepted.is_empty() {
+            facts.excess_ledger = self.excess_ledger_of(tx, &accepted).await?;
+        }
         for row in sqlx::query("SELECT network, final_height FROM chain_state")
             .fetch_all(&mut **tx)
             .await?
@@ -436,6 +457,39 @@ impl Store {
                 })
             })
             .collect()
+    }
+
+    /// Each intent's excess entries in the ledger, summed.
+    async fn excess_ledger_of(
+        &self,
+        tx: &mut Tx,
+        ids: &[i64],
+    ) -> Result<HashMap<i64, ExcessLedger>, StoreError> {
+        let body: Vec<Id> = ids.iter().map(|id| Id { id: *id }).collect();
+        let sql = format!(
+            "SELECT intent_id, CAST(SUM(usd_cents) AS BIGINT) AS net, \
+                    CAST(SUM(CASE WHEN usd_cents > 0 THEN 1 ELSE 0 END) AS BIGINT) AS credits \
+             FROM ledger_entries \
+             WHERE entry_kind = 'adjustment' AND entry_key LIKE 'excess%' \
+               AND intent_id IN (SELECT id FROM {rows}) \
+             GROUP BY intent_id",
+            rows = self.dialect().rowset("$1", &[("id", Col::Int)])
+        );
+        let mut out = HashMap::new();
+        for r in sqlx::query(&sql)
+            .bind(json(&body)?)
+            .fetch_all(&mut **tx)
+            .await?
+        {
+            out.insert(
+                r.try_get("intent_id")?,
+                ExcessLedger {
+                    net_cents: r.try_get("net")?,
+                    credits: r.try_get("credits")?,
+                },
+            );
+        }
+        Ok(out)
     }
 
     /// The payments each decision claimed, with every row recorded for them

@@ -77,7 +77,7 @@ const RULES: [(&str, &str); 9] = [
              AND d.usd_cents = -s.usd_cents)",
     ),
     (
-        "an overpayment's excess credited at most once net, and only while its payment stands",
+        "an overpayment's excess credited at most once net, and only while its money stands",
         "SELECT 'intent ' || CAST(i.id AS TEXT) || ': excess credits less their taking back come to ' \
          || CAST(l.net AS TEXT) || ' cents of ' || CAST(l.credit AS TEXT) \
          || CASE WHEN s.intent_id IS NULL THEN ', unsettled' \
@@ -88,7 +88,11 @@ const RULES: [(&str, &str); 9] = [
                GROUP BY intent_id) l \
          JOIN intents i ON i.id = l.intent_id \
          LEFT JOIN settlements s ON s.intent_id = i.id \
-         WHERE NOT ((s.intent_id IS NOT NULL AND s.reversed_at IS NULL AND l.net = l.credit) \
+         WHERE NOT ((s.intent_id IS NOT NULL AND s.reversed_at IS NULL \
+                     AND (l.net = l.credit OR (l.net = 0 AND i.status = 'needs_review') \
+                          OR (l.net = 0 AND EXISTS (SELECT 1 FROM decisions d \
+                              WHERE d.intent_id = i.id AND d.at > s.settled_at \
+                                AND d.action <> 'accept')))) \
                  OR ((s.intent_id IS NULL OR s.reversed_at IS NOT NULL) AND l.net = 0))",
     ),
     // Every payment accounted for: money final at an intent's address

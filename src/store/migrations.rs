@@ -276,6 +276,11 @@ const POSTGRES: Embedded = &[
         "dust floor",
         include_str!("../../migrations/postgres/0054_dust_floor.sql"),
     ),
+    (
+        55,
+        "ledger by intent",
+        include_str!("../../migrations/postgres/0055_ledger_by_intent.sql"),
+    ),
 ];
 const SQLITE: Embedded = &[
     (
@@ -542,6 +547,11 @@ const SQLITE: Embedded = &[
         54,
         "dust floor",
         include_str!("../../migrations/sqlite/0054_dust_floor.sql"),
+    ),
+    (
+        55,
+        "ledger by intent",
+        include_str!("../../migrations/sqlite/0055_ledger_by_intent.sql"),
     ),
 ];
 
