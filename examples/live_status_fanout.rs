@@ -122,9 +122,10 @@ async fn main() -> anyhow::Result<()> {
     ltc.source = "devchain".into();
     ltc.chain = "regtest".into();
     let api_settings = &mut settings.api;
-    api_settings.max_connections = a.listeners + 64;
     api_settings.max_connections_per_client = a.listeners + 64;
-    api_settings.max_event_streams = a.listeners + 16;
+    // The storefront's streams have a quarter of the budget.
+    api_settings.max_event_streams = 4 * (a.listeners + 16);
+    api_settings.max_connections = api_settings.max_event_streams + 64;
     api_settings.event_stream_secs = 600;
     api_settings
         .tokens

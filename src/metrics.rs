@@ -432,6 +432,7 @@ pub async fn serve(
         header_read_timeout: Duration::from_secs(5),
         request_timeout: Duration::from_secs(30),
         max_per_client: METRICS_CONNECTIONS_PER_CLIENT,
+        uncapped: Default::default(),
     };
     crate::api::connections::serve(listener, router(state), limits, shutdown).await
 }

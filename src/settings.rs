@@ -354,6 +354,10 @@ fn event_stream_secs() -> u64 {
     300
 }
 
+fn max_streams_per_page() -> usize {
+    8
+}
+
 fn max_event_streams() -> usize {
     512
 }
@@ -495,6 +499,17 @@ pub struct ApiSettings {
     /// every connection the storefront's calls need.
     #[serde(default = "max_event_streams")]
     pub max_event_streams: usize,
+    /// Live status streams one payment page (view token) may hold at once:
+    /// a few tabs. One page opened again and again never takes another
+    /// checkout's place.
+    #[serde(default = "max_streams_per_page")]
+    pub max_streams_per_page: usize,
+    /// Reverse proxies you run in front of paywatch (CIDRs or addresses):
+    /// only a request from one of them is believed about its client
+    /// (`Forwarded`, `X-Forwarded-For`), and every per-client limit keys on
+    /// that client. Empty: the TCP peer is the client.
+    #[serde(default)]
+    pub trusted_proxies: Vec<String>,
     /// Role (`storefront`, `operator`, `support`) → SHA-256 hashes (hex) of
     /// its bearer tokens. Tokens themselves are never configured or stored.
     pub tokens: BTreeMap<String, Vec<String>>,
@@ -731,6 +746,9 @@ impl Settings {
         }
         if let Err(e) = crate::api::TokenTable::from_settings(&self.api) {
             out.push(e.to_string());
+        }
+        if let Err(e) = crate::api::trusted_proxies(&self.api) {
+            out.push(e);
         }
         let checks = [
             self.webhooks.validate(),

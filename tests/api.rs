@@ -304,6 +304,21 @@ async fn every_endpoint_checks_its_callers_role(b: Backend) {
             "{method} {templated} is not in openapi/v1.json"
         );
     }
+    // Every operation that takes a token can answer 429 once its client
+    // address has had too many refused (issue 38: Schemathesis found it
+    // undocumented); those that take none never do.
+    for (path, ops) in committed["paths"].as_object().unwrap() {
+        for (method, op) in ops.as_object().unwrap() {
+            let takes_token = op["security"]
+                .as_array()
+                .is_some_and(|s| s.iter().any(|r| r.get("bearer").is_some()));
+            assert_eq!(
+                op["responses"].get("429").is_some(),
+                takes_token,
+                "{method} {path}: 429 documented exactly where a token is taken"
+            );
+        }
+    }
 }
 
 async fn a_retried_create_returns_the_same_intent_and_never_a_second_address(b: Backend) {

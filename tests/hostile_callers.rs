@@ -832,6 +832,64 @@ async fn failed_token_attempts_are_throttled_per_client_address() {
     assert_eq!(st, StatusCode::OK);
 }
 
+/// Issue 38, found 1: behind a proxy every client is the proxy's address,
+/// so one guesser locked out every payer and the storefront. With the
+/// proxy in `api.trusted_proxies` the client it names is throttled alone,
+/// and a client that is not a trusted proxy cannot name another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_a_trusted_proxy_one_guesser_is_throttled_alone() {
+    let mut h = Harness::new(Backend::Sqlite, Network::Litecoin, 1).await;
+    h.import_pool(4).await;
+    let mut ctx = context_with_role_tokens(&h);
+    ctx.settings.api.trusted_proxies = vec!["127.0.0.2/32".into()];
+    let base = ApiClient::serve(ctx).await.base;
+    let from = |ip: [u8; 4]| {
+        reqwest::Client::builder()
+            .local_address(std::net::IpAddr::from(ip))
+            .build()
+            .unwrap()
+    };
+    let proxy = from([127, 0, 0, 2]);
+    let get = |client: &reqwest::Client, forwarded_for: &str, token: &str| {
+        client
+            .get(format!("{base}/v1/review-queue"))
+            .header("x-forwarded-for", forwarded_for)
+            .bearer_auth(token)
+            .send()
+    };
+    for n in 0..paywatch::api::AUTH_FAILURES_PER_MINUTE {
+        let st = get(&proxy, "203.0.113.5", &format!("guess-{n}"))
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(st, StatusCode::UNAUTHORIZED, "guess {n}");
+    }
+    let st = get(&proxy, "203.0.113.5", OPERATOR).await.unwrap().status();
+    assert_eq!(st, StatusCode::TOO_MANY_REQUESTS, "the guesser is refused");
+    let st = get(&proxy, "203.0.113.6", OPERATOR).await.unwrap().status();
+    assert_eq!(
+        st,
+        StatusCode::OK,
+        "another client through the same proxy is served"
+    );
+    // A client that is not a trusted proxy is itself, whatever it claims.
+    let direct = from([127, 0, 0, 3]);
+    for n in 0..paywatch::api::AUTH_FAILURES_PER_MINUTE {
+        let claimed = format!("198.51.100.{n}");
+        let st = get(&direct, &claimed, "wrong").await.unwrap().status();
+        assert_eq!(st, StatusCode::UNAUTHORIZED);
+    }
+    let st = get(&direct, "198.51.100.200", OPERATOR)
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(
+        st,
+        StatusCode::TOO_MANY_REQUESTS,
+        "a spoofed header changes nothing"
+    );
+}
+
 #[test]
 fn new_token_prints_a_256_bit_token_and_the_line_that_configures_it() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_paywatch"))

@@ -25,7 +25,8 @@ on_both_databases!(
     many_listeners_each_see_their_own_intent_change_once,
     a_view_token_opens_its_own_payment_and_nothing_else,
     the_payment_page_shows_everything_a_payer_needs_without_its_script,
-    checkout_pages_beyond_the_stream_budget_are_told_to_retry_and_then_served
+    checkout_pages_beyond_the_stream_budget_are_told_to_retry_and_then_served,
+    one_checkout_opened_many_times_never_refuses_another_checkout_or_the_storefront
 );
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -216,7 +217,8 @@ async fn a_listener_that_reconnects_misses_nothing_and_sees_nothing_twice(b: Bac
 }
 
 async fn many_listeners_each_see_their_own_intent_change_once(b: Backend) {
-    let (mut h, api) = world(b).await;
+    // Forty tabs of one page, past the default of eight a page.
+    let (mut h, api) = world_with(b, |a| a.max_streams_per_page = 40).await;
     let a = h.create("order", "live-a", "LTC", "50").await;
     let other = h.create("order", "live-b", "LTC", "70").await;
     // Forty browsers on one checkout, and ten on another intent's page.
@@ -413,8 +415,9 @@ async fn the_payment_page_shows_everything_a_payer_needs_without_its_script(b: B
 }
 
 async fn checkout_pages_beyond_the_stream_budget_are_told_to_retry_and_then_served(b: Backend) {
+    // Three places: one the storefront's own, two for payers.
     let (h, api) = world_with(b, |a| {
-        a.max_event_streams = 2;
+        a.max_event_streams = 3;
         a.event_stream_secs = 2;
     })
     .await;
@@ -456,5 +459,53 @@ async fn checkout_pages_beyond_the_stream_budget_are_told_to_retry_and_then_serv
     }
     let mut again = again.expect("a place came free once the streams ended");
     assert_eq!(again.next(WAIT).await.unwrap().event, "snapshot");
+    h.dispose().await;
+}
+
+/// Issue 38, found 2: one view token opened again and again held every
+/// place, refusing every other checkout's live status and the storefront's.
+/// A page now holds a few places at most, payers share most of the budget
+/// and the storefront keeps a share of its own.
+async fn one_checkout_opened_many_times_never_refuses_another_checkout_or_the_storefront(
+    b: Backend,
+) {
+    // Eight places: two the storefront's, six for payers, three a page.
+    let (h, api) = world_with(b, |a| {
+        a.max_event_streams = 8;
+        a.max_streams_per_page = 3;
+    })
+    .await;
+    let url = |i: &IntentRecord| format!("{}/v1/view/{}/events", api.base, view_token(i));
+    let mut intents = Vec::new();
+    for n in 0..3 {
+        intents.push(h.create("order", &format!("page-{n}"), "LTC", "50").await);
+    }
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(EventStream::open(&url(&intents[0]), None, None).await);
+    }
+    let (st, refused) = EventStream::try_open(&url(&intents[0]), None, None).await;
+    assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE);
+    let body = refused.err().expect("a refusal");
+    assert!(
+        body.contains("too_many_streams") && body.contains("this payment page"),
+        "{body}"
+    );
+
+    // Another checkout still gets its live status.
+    for _ in 0..3 {
+        held.push(EventStream::open(&url(&intents[1]), None, None).await);
+    }
+    let (st, refused) = EventStream::try_open(&url(&intents[2]), None, None).await;
+    assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE, "payers' share is full");
+    assert!(refused.err().unwrap().contains("payers"));
+    // The storefront's share is its own.
+    let store_url = format!("{}/v1/intents/{}/events", api.base, intents[2].id);
+    for _ in 0..2 {
+        let mut s = EventStream::open(&store_url, Some(STOREFRONT), None).await;
+        assert_eq!(s.next(WAIT).await.unwrap().event, "snapshot");
+        held.push(s);
+    }
+    drop(held);
     h.dispose().await;
 }

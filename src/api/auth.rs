@@ -52,6 +52,10 @@ pub enum TokenConfigError {
     SharedName(String),
     #[error("no randomness for a token: {0}")]
     NoRandomness(String),
+    /// `api.trusted_proxies` holds an entry that is no address or CIDR:
+    /// read with the tokens, as the other half of who a caller is.
+    #[error("{0}")]
+    TrustedProxies(String),
 }
 
 /// A token made by [`TokenTable::new_token`].
@@ -270,6 +274,8 @@ mod tests {
             auth_failures_per_minute: 20,
             event_stream_secs: 1,
             max_event_streams: 1,
+            max_streams_per_page: 1,
+            trusted_proxies: Vec::new(),
             tokens,
         }
     }

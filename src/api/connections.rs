@@ -32,17 +32,21 @@ use hyper_util::service::TowerToHyperService;
 use tracing::{debug, warn};
 
 use super::bounded_listener::BoundedListener;
+use super::client_addr::TrustedProxies;
 use super::client_key::client_key;
 use super::error::ApiError;
 
 /// How long requests in flight may take to finish once shutdown begins.
 const DRAIN: Duration = Duration::from_secs(10);
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Limits {
     pub(crate) header_read_timeout: Duration,
     pub(crate) request_timeout: Duration,
     pub(crate) max_per_client: usize,
+    /// Peers not capped per client: trusted proxies, which carry every
+    /// client's connections and cap their own clients.
+    pub(crate) uncapped: TrustedProxies,
 }
 
 /// Serves `app` on `listener` until `shutdown` completes; requests in
@@ -70,10 +74,15 @@ pub(crate) async fn serve(
             accepted = listener.accept() => accepted,
             () = &mut shutdown => break,
         };
-        let Some(held) = per_client.enter(addr) else {
-            debug!(client = %addr.ip(), "too many connections from one client; closed");
-            drop(io);
-            continue;
+        let held = if limits.uncapped.contains(addr.ip()) {
+            None
+        } else {
+            let Some(held) = per_client.enter(addr) else {
+                debug!(client = %addr.ip(), "too many connections from one client; closed");
+                drop(io);
+                continue;
+            };
+            Some(held)
         };
         // Each request knows its client's address, as axum's own
         // `ConnectInfo` would give it: the failure throttle counts by it.

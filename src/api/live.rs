@@ -24,7 +24,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream;
 use serde_json::{json, Map, Value};
-use tokio::sync::{broadcast, OnceCell, OwnedSemaphorePermit};
+use tokio::sync::{broadcast, OnceCell};
 use tokio::time::Instant;
 use tracing::warn;
 
@@ -34,6 +34,7 @@ use super::error::ApiError;
 use super::events::event_json;
 use super::intent_view::IntentView;
 use super::storefront::parse_id;
+use super::stream_budget::{Refused, StreamSlot};
 use super::ApiState;
 use crate::store::{FeedEvent, Store};
 
@@ -200,7 +201,7 @@ struct Stream {
     replay_owed: bool,
     ends_at: Instant,
     /// Held for as long as the stream is open.
-    _permit: OwnedSemaphorePermit,
+    _permit: StreamSlot,
 }
 
 async fn open(
@@ -210,21 +211,37 @@ async fn open(
     listener: Listener,
 ) -> Result<Response, ApiError> {
     // Streams have a budget of their own, below the listener's: open
-    // checkout pages never take the connections the storefront needs.
-    let Ok(permit) = Arc::clone(&s.streams).try_acquire_owned() else {
-        let mut busy = ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "too_many_streams",
-            format!(
-                "{} live status streams are open, the most this paywatch serves \
-                 (api.max_event_streams): try again shortly, or read GET /v1/view/{{token}}",
-                s.ctx.settings.api.max_event_streams
-            ),
-        )
-        .into_response();
-        busy.headers_mut()
-            .insert(RETRY_AFTER, HeaderValue::from_static("5"));
-        return Ok(busy);
+    // checkout pages never take the connections the storefront needs, and
+    // within it one page never takes another's place (stream_budget).
+    let slot = match &listener {
+        Listener::Storefront => s.streams.storefront(),
+        Listener::Customer { token } => s.streams.payer(token),
+    };
+    let permit = match slot {
+        Ok(slot) => slot,
+        Err(why) => {
+            let message = match why {
+                Refused::Page(n) => format!(
+                    "this payment page already has {n} live status streams open \
+                     (api.max_streams_per_page): close a tab, or read GET /v1/view/{{token}}"
+                ),
+                Refused::Payers(n) => format!(
+                    "{n} payers' live status streams are open, the most this paywatch serves \
+                     them (three quarters of api.max_event_streams): try again shortly, or read \
+                     GET /v1/view/{{token}}"
+                ),
+                Refused::Storefront(n) => format!(
+                    "{n} storefront live status streams are open, its share of \
+                     api.max_event_streams (a quarter): try again shortly, or read GET /v1/events"
+                ),
+            };
+            let mut busy =
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "too_many_streams", message)
+                    .into_response();
+            busy.headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from_static("5"));
+            return Ok(busy);
+        }
     };
     let live = s.live.subscribe(&s.ctx.store).await?;
     let horizon = s.ctx.store.feed_pruned_through().await?;

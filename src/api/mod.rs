@@ -5,6 +5,7 @@
 mod auth;
 mod balance_gaps;
 pub(crate) mod bounded_listener;
+mod client_addr;
 mod client_key;
 pub(crate) mod connections;
 mod credits;
@@ -19,6 +20,7 @@ mod live;
 mod operator;
 mod query;
 mod storefront;
+mod stream_budget;
 mod support;
 mod throttle;
 mod webhooks;
@@ -72,8 +74,11 @@ pub struct ApiState {
     pub(crate) failures: Arc<throttle::FailureThrottle>,
     /// The feed as it grows, for live status streams.
     pub(crate) live: Arc<live::FeedTail>,
-    /// Live status streams open at once, at most `api.max_event_streams`.
-    pub(crate) streams: Arc<tokio::sync::Semaphore>,
+    /// `api.trusted_proxies`: whose word on the client is believed.
+    pub(crate) trusted: Arc<client_addr::TrustedProxies>,
+    /// Live status streams open at once, at most `api.max_event_streams`,
+    /// shared between payers and the storefront.
+    pub(crate) streams: Arc<stream_budget::StreamBudget>,
 }
 
 impl ApiState {
@@ -82,10 +87,14 @@ impl ApiState {
         let failures = Arc::new(throttle::FailureThrottle::new(
             ctx.settings.api.auth_failures_per_minute,
         ));
-        let streams = Arc::new(tokio::sync::Semaphore::new(
+        let streams = Arc::new(stream_budget::StreamBudget::new(
             ctx.settings.api.max_event_streams,
+            ctx.settings.api.max_streams_per_page,
         ));
+        let trusted =
+            Arc::new(trusted_proxies(&ctx.settings.api).map_err(TokenConfigError::TrustedProxies)?);
         Ok(ApiState {
+            trusted,
             streams,
             ctx: Arc::new(ctx),
             tokens,
@@ -196,6 +205,14 @@ pub async fn bind(ctx: &Context) -> std::io::Result<Option<TcpListener>> {
     }))
 }
 
+/// `api.trusted_proxies`, read; an entry that is no address or CIDR is an
+/// error naming it.
+pub(crate) fn trusted_proxies(
+    api: &crate::settings::ApiSettings,
+) -> Result<client_addr::TrustedProxies, String> {
+    client_addr::TrustedProxies::parse(&api.trusted_proxies)
+}
+
 /// Serves until `shutdown` completes; requests in flight finish first.
 pub async fn serve(
     listener: TcpListener,
@@ -209,6 +226,7 @@ pub async fn serve(
         header_read_timeout: Duration::from_secs(api.header_read_timeout_secs.max(1)),
         request_timeout: Duration::from_secs(api.request_timeout_secs.max(1)),
         max_per_client: api.max_connections_per_client,
+        uncapped: (*state.trusted).clone(),
     };
     info!(?addr, max_connections, ?limits, "HTTP API listening");
     let listener = bounded_listener::BoundedListener::new(listener, max_connections);

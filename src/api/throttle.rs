@@ -24,6 +24,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tracing::warn;
 
+use super::client_addr::client_ip;
 use super::client_key::client_key;
 use super::error::ApiError;
 use super::ApiState;
@@ -152,13 +153,16 @@ fn presents_credential(req: &Request) -> bool {
 
 /// The middleware: refuses a blocked client, and counts each 401.
 pub(crate) async fn throttle(State(s): State<ApiState>, req: Request, next: Next) -> Response {
-    let Some(ip) = req
+    let Some(peer) = req
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map(|c| c.0.ip())
     else {
         return next.run(req).await;
     };
+    // Behind a proxy of ours, the client it names: one guesser through
+    // nginx is throttled alone, not every client of the proxy.
+    let ip = client_ip(peer, req.headers(), &s.trusted);
     if !presents_credential(&req) {
         return next.run(req).await;
     }
