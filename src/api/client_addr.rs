@@ -65,6 +65,21 @@ fn canonical(ip: IpAddr) -> IpAddr {
     }
 }
 
+/// The address a client is counted under by every per-client limit (the
+/// failure throttle and the connection cap alike): IPv4 by its address,
+/// IPv6 by its /64, which one host usually holds whole and can spread its
+/// connections over.
+pub(crate) fn client_key(ip: IpAddr) -> IpAddr {
+    match canonical(ip) {
+        IpAddr::V6(v6) => {
+            let mut s = v6.segments();
+            s[4..].fill(0);
+            IpAddr::from(s)
+        }
+        v4 => v4,
+    }
+}
+
 fn within(ip: IpAddr, net: IpAddr, len: u8) -> bool {
     match (ip, net) {
         (IpAddr::V4(a), IpAddr::V4(n)) => {

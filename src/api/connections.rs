@@ -32,8 +32,7 @@ use hyper_util::service::TowerToHyperService;
 use tracing::{debug, warn};
 
 use super::bounded_listener::BoundedListener;
-use super::client_addr::TrustedProxies;
-use super::client_key::client_key;
+use super::client_addr::{client_key, TrustedProxies};
 use super::error::ApiError;
 
 /// How long requests in flight may take to finish once shutdown begins.

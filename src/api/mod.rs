@@ -6,7 +6,6 @@ mod auth;
 mod balance_gaps;
 pub(crate) mod bounded_listener;
 mod client_addr;
-mod client_key;
 pub(crate) mod connections;
 mod credits;
 mod customer_view;

@@ -24,8 +24,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tracing::warn;
 
-use super::client_addr::client_ip;
-use super::client_key::client_key;
+use super::client_addr::{client_ip, client_key};
 use super::error::ApiError;
 use super::ApiState;
 
@@ -143,12 +142,9 @@ fn presents_credential(req: &Request) -> bool {
         return false;
     }
     let h = req.headers();
-    let session_cookie = h
-        .get_all(axum::http::header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| v.contains("paywatch_session="));
-    h.contains_key(axum::http::header::AUTHORIZATION) || session_cookie || path == "/console/login"
+    h.contains_key(axum::http::header::AUTHORIZATION)
+        || crate::console::carries_session(h)
+        || path == "/console/login"
 }
 
 /// The middleware: refuses a blocked client, and counts each 401.

@@ -27,6 +27,7 @@ mod time;
 mod watchers;
 
 // UTC text as operators read it, for the accounting export too.
+pub(crate) use session::carries_session;
 pub(crate) use time::utc;
 
 use axum::http::header::{

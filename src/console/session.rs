@@ -48,6 +48,18 @@ fn cookie_session(headers: &HeaderMap, behind_tls: bool) -> Option<String> {
         .filter(|v| v.len() == 64 && v.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
+/// Whether the request carries a console session cookie under either
+/// name, well formed or not: a credential presented, for the throttle.
+pub(crate) fn carries_session(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .any(|(name, _)| name == PLAIN_NAME || name == TLS_NAME)
+}
+
 fn id_hash(session: &str) -> String {
     hex::encode(TokenTable::digest(session))
 }

@@ -4,7 +4,7 @@
 //! the same facts and rules the writer decides by, so a case never tells a
 //! story the status does not.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::facts::Action;
 use super::{writer, Reconciler};
@@ -53,13 +53,23 @@ impl Reconciler {
             .find(|(id, _)| *id == intent.id)
             .map(|(_, v)| v);
         let made_late = verdict.as_ref().map_or(&[][..], |v| v.made_late.as_slice());
-
-        // Each claimed payment, by its chain identity: every row of it is
-        // claimed, whichever block it was seen in.
-        let mut claims: Vec<(&TransferRecord, i64, Action)> = Vec::new();
+        // A payment is its chain identity: every row of it (a re-mined
+        // copy, a mempool sighting) reads the same. Keyed once, so a case
+        // with endless dust costs one pass, not one per pair of rows.
+        let late: HashSet<_> = facts
+            .transfers
+            .iter()
+            .filter(|t| made_late.contains(&t.id))
+            .map(payment)
+            .collect();
+        let mut claimed = HashMap::new();
         for d in &facts.decisions {
-            if let Some(basis) = facts.basis.get(&d.id) {
-                claims.extend(basis.rows.iter().map(|r| (r, d.id, d.action)));
+            for r in facts
+                .basis
+                .get(&d.id)
+                .map_or(&[][..], |b| b.rows.as_slice())
+            {
+                claimed.entry(payment(r)).or_insert((d.id, d.action));
             }
         }
         let settlement = facts
@@ -70,12 +80,15 @@ impl Reconciler {
             t.network == intent.method.network()
                 && t.asset == paywatch_core::AssetId::Known(intent.method.asset())
         };
-        let same = |a: &TransferRecord, b: &TransferRecord| {
-            a.network == b.network && a.txid == b.txid && a.index == b.index
+        let given_away = |t: &TransferRecord| {
+            claimed.get(&payment(t)).is_some_and(|(_, action)| {
+                matches!(action, Action::RefundRequired | Action::Reassign)
+            })
         };
         // What a settlement by the chain was made on: the intent's timely
-        // money recorded by then, less what support gave away since.
-        let chain_basis: Vec<&TransferRecord> = match settlement {
+        // money recorded by then, less what support gave away since; what
+        // support's settled on: the payments its decision named.
+        let stands_on: HashSet<_> = match settlement {
             Some(s) if s.via == "chain" => facts
                 .transfers
                 .iter()
@@ -85,40 +98,39 @@ impl Reconciler {
                         && intent
                             .settled_through
                             .is_some_and(|through| t.id <= through)
-                        && !made_late.contains(&t.id)
-                        && !claims.iter().any(|(c, _, action)| {
-                            matches!(action, Action::RefundRequired | Action::Reassign)
-                                && same(c, t)
-                        })
+                        && !late.contains(&payment(t))
+                        && !given_away(t)
                 })
+                .map(payment)
                 .collect(),
-            _ => Vec::new(),
+            Some(s) => s
+                .decision_id
+                .and_then(|d| facts.basis.get(&d))
+                .map_or(&[][..], |b| b.rows.as_slice())
+                .iter()
+                .map(payment)
+                .collect(),
+            None => HashSet::new(),
         };
-        let support_basis = settlement
-            .and_then(|s| s.decision_id)
-            .and_then(|d| facts.basis.get(&d))
-            .map_or(&[][..], |b| b.rows.as_slice());
 
         let mut rows = HashMap::new();
         for t in &facts.transfers {
             let live = t.success && t.orphaned_at_ms.is_none();
-            let settles = live
-                && (chain_basis.iter().any(|b| same(b, t))
-                    || support_basis.iter().any(|b| same(b, t)));
             rows.insert(
                 t.id,
                 PaymentReading {
-                    late: made_late
-                        .iter()
-                        .any(|id| facts.transfers.iter().any(|l| l.id == *id && same(l, t))),
-                    settles,
-                    claimed_by: claims
-                        .iter()
-                        .find(|(c, _, _)| same(c, t))
-                        .map(|(_, d, action)| (*d, *action)),
+                    late: late.contains(&payment(t)),
+                    settles: live && stands_on.contains(&payment(t)),
+                    claimed_by: claimed.get(&payment(t)).copied(),
                 },
             );
         }
         Ok(CaseReading { rows })
     }
+}
+
+/// A payment's chain identity: its network, transaction and output (or
+/// log) index.
+fn payment(t: &TransferRecord) -> (paywatch_core::Network, &str, u32) {
+    (t.network, t.txid.as_str(), t.index)
 }

@@ -55,8 +55,7 @@ pub(crate) async fn write(
     policy: &Policy,
     now: i64,
 ) -> Result<Written, StoreError> {
-    let (attributed, basis) = read_rows(facts);
-    let away = claimed_away(facts, &basis);
+    let (attributed, basis, away) = read_rows(facts);
     let reading = Reading {
         facts,
         policy,
@@ -307,8 +306,7 @@ pub(crate) async fn write(
 /// The status machine's verdict on each intent of `facts`, as things stand
 /// (nothing written): what support's actions check themselves against.
 pub(crate) fn verdicts(facts: &Facts, policy: &Policy, now: i64) -> Vec<(i64, Verdict)> {
-    let (attributed, basis) = read_rows(facts);
-    let away = claimed_away(facts, &basis);
+    let (attributed, basis, away) = read_rows(facts);
     let reading = Reading {
         facts,
         policy,
@@ -322,9 +320,10 @@ pub(crate) fn verdicts(facts: &Facts, policy: &Policy, now: i64) -> Vec<(i64, Ve
         .collect()
 }
 
-/// The batch's transfers attributed to its intents, and the rows of the
-/// payments each support decision named, as the status machine reads them.
-fn read_rows(facts: &Facts) -> (Attributed<'_>, HashMap<i64, Vec<SeenTransfer<'_>>>) {
+/// The batch's transfers attributed to its intents, the rows of the
+/// payments each support decision named, and by intent those its decisions
+/// gave away, as the status machine reads them.
+fn read_rows(facts: &Facts) -> (Attributed<'_>, Rows<'_>, Rows<'_>) {
     let matcher = Matcher::new(
         facts
             .intents
@@ -332,20 +331,21 @@ fn read_rows(facts: &Facts) -> (Attributed<'_>, HashMap<i64, Vec<SeenTransfer<'_
             .map(|i| (i.method.network(), i.address.as_str())),
     );
     let attributed = Attributed::rows(&matcher, &facts.transfers, facts.intents.len());
-    let basis = facts
+    let basis: Rows<'_> = facts
         .basis
         .iter()
         .map(|(d, b)| (*d, b.rows.iter().map(|r| r.seen()).collect()))
         .collect();
-    (attributed, basis)
+    let away = claimed_away(facts, &basis);
+    (attributed, basis, away)
 }
+
+/// Rows of payments, by decision or by intent.
+type Rows<'a> = HashMap<i64, Vec<SeenTransfer<'a>>>;
 
 /// By intent, the rows of the payments support's decisions on it gave
 /// away: required for refund, or reassigned to another intent.
-fn claimed_away<'a>(
-    facts: &Facts,
-    basis: &HashMap<i64, Vec<SeenTransfer<'a>>>,
-) -> HashMap<i64, Vec<SeenTransfer<'a>>> {
+fn claimed_away<'a>(facts: &Facts, basis: &Rows<'a>) -> Rows<'a> {
     let mut away: HashMap<i64, Vec<SeenTransfer<'a>>> = HashMap::new();
     for d in facts
         .decisions
@@ -412,8 +412,8 @@ struct Reading<'a> {
     facts: &'a Facts,
     policy: &'a Policy,
     attributed: &'a Attributed<'a>,
-    basis: &'a HashMap<i64, Vec<SeenTransfer<'a>>>,
-    away: &'a HashMap<i64, Vec<SeenTransfer<'a>>>,
+    basis: &'a Rows<'a>,
+    away: &'a Rows<'a>,
     now: i64,
 }
 
