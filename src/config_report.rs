@@ -76,28 +76,14 @@ fn shown(path: &str, value: &Value) -> String {
     }
 }
 
-/// `scheme://host:port`, with `/…` when a path or query was left out; a
-/// SQLite file's path is shown whole (it holds no credential).
+/// The one shown form of a URL (`paywatch_core::shown_url`), except a
+/// SQLite file's path, shown whole: it holds no credential and says which
+/// file.
 fn url_host(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return if url.is_empty() {
-            String::new()
-        } else {
-            "<redacted>".to_owned()
-        };
-    };
-    if scheme == "sqlite" {
-        return format!("sqlite://{}", rest.split('?').next().unwrap_or(""));
+    match url.trim().strip_prefix("sqlite://") {
+        Some(path) => format!("sqlite://{}", path.split('?').next().unwrap_or("")),
+        None => paywatch_core::shown_url(url),
     }
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let authority = &rest[..end];
-    let host = authority.rsplit('@').next().unwrap_or(authority);
-    let more = if end < rest.len() && &rest[end..] != "/" {
-        "/…"
-    } else {
-        ""
-    };
-    format!("{scheme}://{host}{more}")
 }
 
 #[cfg(test)]
@@ -108,12 +94,12 @@ mod tests {
     fn a_url_is_shown_to_its_host_and_port_only() {
         assert_eq!(
             url_host("https://user:pw@rpc.example:8545/v3/KEY?apikey=K"),
-            "https://rpc.example:8545/…"
+            "https://rpc.example:8545"
         );
         assert_eq!(url_host("http://127.0.0.1:8332"), "http://127.0.0.1:8332");
         assert_eq!(
             url_host("postgres://paywatch:pw@db:5432/paywatch"),
-            "postgres://db:5432/…"
+            "postgres://db:5432"
         );
         assert_eq!(
             url_host("sqlite://data/paywatch.db?mode=rwc"),

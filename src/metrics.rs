@@ -426,9 +426,8 @@ pub async fn serve(
     let addr: Option<SocketAddr> = listener.local_addr().ok();
     info!(?addr, "metrics listening");
     // A scraper or two: a small cap, and slow clients shed as on the API.
-    let listener =
-        crate::api::bounded_listener::BoundedListener::new(listener, METRICS_CONNECTIONS);
     let limits = crate::api::connections::Limits {
+        max_connections: METRICS_CONNECTIONS,
         header_read_timeout: Duration::from_secs(5),
         request_timeout: Duration::from_secs(30),
         max_per_client: METRICS_CONNECTIONS_PER_CLIENT,
@@ -777,6 +776,16 @@ fn render_process(out: &mut Text, scrape: &Scrape) {
     );
     for (route, class, h) in crate::api::latency::by_route() {
         out.histogram(name, &[("route", &route), ("status", class)], &h);
+    }
+
+    let name = "paywatch_http_refused_total";
+    out.family(
+        name,
+        "counter",
+        "Requests and connections refused to protect other clients, by why (the client is named in the log line beside each).",
+    );
+    for (why, count) in crate::api::refusals::counts() {
+        out.sample(name, &[("why", why)], count);
     }
 
     let name = "paywatch_reconcile_failures_total";

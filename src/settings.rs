@@ -358,6 +358,14 @@ fn max_streams_per_page() -> usize {
     8
 }
 
+fn trusted_proxy_header() -> String {
+    "X-Forwarded-For".to_owned()
+}
+
+fn max_streams_per_client() -> usize {
+    32
+}
+
 fn max_event_streams() -> usize {
     512
 }
@@ -504,12 +512,24 @@ pub struct ApiSettings {
     /// checkout's place.
     #[serde(default = "max_streams_per_page")]
     pub max_streams_per_page: usize,
+    /// Payers' live status streams one client (an address, an IPv6 /64;
+    /// behind a trusted proxy the client it names) may hold at once, over
+    /// every page: many checkouts behind one office's or carrier's NAT,
+    /// never the whole payers' share.
+    #[serde(default = "max_streams_per_client")]
+    pub max_streams_per_client: usize,
     /// Reverse proxies you run in front of paywatch (CIDRs or addresses):
     /// only a request from one of them is believed about its client
     /// (`Forwarded`, `X-Forwarded-For`), and every per-client limit keys on
     /// that client. Empty: the TCP peer is the client.
     #[serde(default)]
     pub trusted_proxies: Vec<String>,
+    /// The header the trusted proxies write the client's address in:
+    /// `X-Forwarded-For` (nginx, HAProxy, most load balancers) or
+    /// `Forwarded` (RFC 7239). The other is never read: a proxy passes it
+    /// on as the client wrote it.
+    #[serde(default = "trusted_proxy_header")]
+    pub trusted_proxy_header: String,
     /// Role (`storefront`, `operator`, `support`) → SHA-256 hashes (hex) of
     /// its bearer tokens. Tokens themselves are never configured or stored.
     pub tokens: BTreeMap<String, Vec<String>>,
@@ -566,15 +586,7 @@ impl WebhookSettings {
     /// The URL fit for logs: scheme, host and port only, since a webhook
     /// URL often carries a token in its path or query.
     pub fn shown_url(&self) -> String {
-        match reqwest::Url::parse(self.url.trim()) {
-            Ok(u) => match (u.host_str(), u.port()) {
-                (Some(host), Some(port)) => format!("{}://{host}:{port}/…", u.scheme()),
-                (Some(host), None) => format!("{}://{host}/…", u.scheme()),
-                (None, _) => "(not a URL)".to_owned(),
-            },
-            Err(_) if self.url.trim().is_empty() => String::new(),
-            Err(_) => "(not a URL)".to_owned(),
-        }
+        paywatch_core::shown_url(&self.url)
     }
 
     /// A receiver must be able to tell our requests from anyone's, so a
@@ -1154,7 +1166,7 @@ mod tests {
         s.webhooks.allow_http_to_loopback = false;
         s.webhooks.url = "https://hook:hunter2@shop.example:8443/hooks/tok-hunter4".into();
         let shown = format!("{:?}", s.webhooks);
-        assert!(shown.contains("https://shop.example:8443/"), "{shown}");
+        assert!(shown.contains("https://shop.example:8443"), "{shown}");
         assert!(
             !shown.contains("hunter") && !shown.contains("0123456789abcdef"),
             "{shown}"

@@ -816,6 +816,110 @@ async fn idle_and_byte_a_second_connections_do_not_stop_the_api() {
     }
 }
 
+/// Issue 38, found 8: the per-client cap stops one address, not twenty.
+/// 1,100 idle connections from 20 addresses (55 each, under the cap of 64)
+/// hold more than the listener's 1,024 slots, and each one the server
+/// closes is opened again at once. Health checks and the storefront from
+/// another client are still answered within 2 s, again and again, over
+/// more than one header-read timeout: when every slot is taken, the
+/// connection idle the longest makes room for the next one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_from_many_addresses_held_and_reopened_never_stop_health_checks_or_the_storefront(
+) {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+    use tokio::io::AsyncReadExt;
+
+    let api = Api::start(Backend::Sqlite).await;
+    let addr: std::net::SocketAddr = api
+        .client
+        .base
+        .trim_start_matches("http://")
+        .parse()
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let opened = Arc::new(AtomicU64::new(0));
+    let held = Arc::new(AtomicU64::new(0));
+    let mut holders = Vec::new();
+    for host in 0..20u8 {
+        for _ in 0..55 {
+            let (stop, opened, held) = (Arc::clone(&stop), Arc::clone(&opened), Arc::clone(&held));
+            let from: std::net::SocketAddr = format!("127.0.1.{}:0", host + 10).parse().unwrap();
+            holders.push(tokio::spawn(async move {
+                // Holds a connection that sends nothing; opens another as
+                // soon as the server closes it.
+                while !stop.load(Ordering::Relaxed) {
+                    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+                    socket.bind(from).unwrap();
+                    let Ok(mut conn) = socket.connect(addr).await else {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        continue;
+                    };
+                    opened.fetch_add(1, Ordering::Relaxed);
+                    held.fetch_add(1, Ordering::Relaxed);
+                    let mut buf = [0u8; 1];
+                    let _ = conn.read(&mut buf).await;
+                    held.fetch_sub(1, Ordering::Relaxed);
+                }
+            }));
+        }
+    }
+    while held.load(Ordering::Relaxed) < 1_100 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // Another client, asking again and again for longer than the 5 s
+    // header-read timeout, so the held connections are closed and reopened
+    // around it.
+    let started = Instant::now();
+    let mut slowest = Duration::ZERO;
+    let mut n = 0;
+    while started.elapsed() < Duration::from_secs(12) {
+        n += 1;
+        let fresh = reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .local_address(Some("127.0.2.1".parse().unwrap()))
+            .build()
+            .unwrap();
+        let asked = Instant::now();
+        let health = tokio::time::timeout(
+            Duration::from_secs(2),
+            fresh.get(format!("{}/healthz", api.client.base)).send(),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("/healthz (ask {n}) was not answered within 2 s"))
+        .unwrap();
+        assert!(health.status().is_success(), "{}", health.status());
+        let created = tokio::time::timeout(
+            Duration::from_secs(2),
+            fresh
+                .post(format!("{}/v1/intents", api.client.base))
+                .bearer_auth(STOREFRONT)
+                .header("content-type", "application/json")
+                .body(order(&format!("many-idle-{n}")).to_string())
+                .send(),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("the storefront's create (ask {n}) was not answered within 2 s"))
+        .unwrap();
+        assert_eq!(created.status(), StatusCode::CREATED);
+        slowest = slowest.max(asked.elapsed());
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+    }
+    let reopened = opened.load(Ordering::Relaxed);
+    eprintln!("{n} rounds, slowest {slowest:?}; {reopened} idle connections opened in all");
+    assert!(
+        reopened > 1_100,
+        "the held connections were never closed and reopened ({reopened})"
+    );
+    stop.store(true, Ordering::Relaxed);
+    for h in holders {
+        h.abort();
+    }
+}
+
 /// Health checks are anyone's to call, and on SQLite the database has one
 /// connection. While a long query holds it, a flood of `/readyz` answers at
 /// once from the last look (before, each queued for the connection), and

@@ -1750,7 +1750,7 @@ USDT = "0x12345"
     }
     for line in [
         "networks.litecoin.enabled = true",
-        "database.url = \"postgres://127.0.0.1:5432/…\"",
+        "database.url = \"postgres://127.0.0.1:5432\"",
         "webhooks.secret = \"<redacted>\"",
         "intents.expiry_secs = 0",
     ] {

@@ -26,7 +26,8 @@ on_both_databases!(
     a_view_token_opens_its_own_payment_and_nothing_else,
     the_payment_page_shows_everything_a_payer_needs_without_its_script,
     checkout_pages_beyond_the_stream_budget_are_told_to_retry_and_then_served,
-    one_checkout_opened_many_times_never_refuses_another_checkout_or_the_storefront
+    one_checkout_opened_many_times_never_refuses_another_checkout_or_the_storefront,
+    one_client_behind_the_proxy_opening_many_pages_never_refuses_another_clients_checkout
 );
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -217,8 +218,13 @@ async fn a_listener_that_reconnects_misses_nothing_and_sees_nothing_twice(b: Bac
 }
 
 async fn many_listeners_each_see_their_own_intent_change_once(b: Backend) {
-    // Forty tabs of one page, past the default of eight a page.
-    let (mut h, api) = world_with(b, |a| a.max_streams_per_page = 40).await;
+    // Forty tabs of one page, past the default of eight a page, and fifty
+    // streams from this one address, past the default of 32 a client.
+    let (mut h, api) = world_with(b, |a| {
+        a.max_streams_per_page = 40;
+        a.max_streams_per_client = 50;
+    })
+    .await;
     let a = h.create("order", "live-a", "LTC", "50").await;
     let other = h.create("order", "live-b", "LTC", "70").await;
     // Forty browsers on one checkout, and ten on another intent's page.
@@ -506,6 +512,59 @@ async fn one_checkout_opened_many_times_never_refuses_another_checkout_or_the_st
         assert_eq!(s.next(WAIT).await.unwrap().event, "snapshot");
         held.push(s);
     }
+    drop(held);
+    h.dispose().await;
+}
+
+/// Issue 38 (stream budgets, a cap per client): one client behind the
+/// proxy opens the live status of many checkouts, each under its page's
+/// cap. It holds at most `api.max_streams_per_client`; another client of
+/// the same proxy still gets its checkout's live status.
+async fn one_client_behind_the_proxy_opening_many_pages_never_refuses_another_clients_checkout(
+    b: Backend,
+) {
+    let (h, api) = world_with(b, |a| {
+        a.max_event_streams = 64;
+        a.max_streams_per_client = 3;
+        a.trusted_proxies = vec!["127.0.0.1".into()];
+    })
+    .await;
+    let mut pages = Vec::new();
+    for n in 0..5 {
+        let i = h.create("order", &format!("many-{n}"), "LTC", "50").await;
+        pages.push(format!("{}/v1/view/{}/events", api.base, view_token(&i)));
+    }
+    let open = |url: String, client: &'static str| async move {
+        reqwest::Client::new()
+            .get(url)
+            .header("x-forwarded-for", client)
+            .send()
+            .await
+            .unwrap()
+    };
+    let mut held = Vec::new();
+    for url in &pages[..3] {
+        let r = open(url.clone(), "203.0.113.5").await;
+        assert_eq!(r.status(), StatusCode::OK);
+        // A proxy in front (nginx) must pass each event on as it comes.
+        assert_eq!(r.headers()["x-accel-buffering"], "no");
+        held.push(r);
+    }
+    let refused = open(pages[3].clone(), "203.0.113.5").await;
+    assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(refused.headers()["retry-after"], "5");
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "too_many_streams", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("api.max_streams_per_client"),
+        "{body}"
+    );
+    // The proxy's other client: its checkout is live.
+    let mut other = EventStream::from_response(open(pages[4].clone(), "203.0.113.6").await);
+    assert_eq!(other.next(WAIT).await.unwrap().event, "snapshot");
     drop(held);
     h.dispose().await;
 }

@@ -476,6 +476,16 @@ async fn scrape_reports_the_chain_and_intents(b: Backend) {
         "{body}"
     );
 
+    // Every reason the API refuses for has its count, from the start.
+    for why in [
+        "too_many_failures",
+        "too_many_streams",
+        "connections_per_client",
+        "idle_connection_closed",
+    ] {
+        let _ = int(&samples, "paywatch_http_refused_total", &[("why", why)]);
+    }
+
     // Every metric the shipped dashboard queries is in a live scrape.
     for metric in dashboard_metrics() {
         assert!(

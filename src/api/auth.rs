@@ -275,7 +275,9 @@ mod tests {
             event_stream_secs: 1,
             max_event_streams: 1,
             max_streams_per_page: 1,
+            max_streams_per_client: 1,
             trusted_proxies: Vec::new(),
+            trusted_proxy_header: "X-Forwarded-For".into(),
             tokens,
         }
     }

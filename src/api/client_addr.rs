@@ -4,26 +4,52 @@
 //! capped per client: it carries every client's).
 //!
 //! `api.trusted_proxies` lists the proxies' addresses (CIDRs). A request
-//! whose TCP peer is one of them names its client in `Forwarded` (RFC
-//! 7239) or, failing that, `X-Forwarded-For`: each proxy appends the
-//! address it received from, so the list is read from the right, past
-//! every trusted hop, and the first hop that is not trusted is the client.
-//! A peer not in the list is the client itself, whatever it claims: the
-//! header is anyone's to write. The one wrong way to use this is to trust
-//! a proxy that is not yours.
+//! whose TCP peer is one of them names its client in the one header those
+//! proxies write, `api.trusted_proxy_header`: `X-Forwarded-For` (nginx,
+//! HAProxy, most load balancers) or `Forwarded` (RFC 7239). Only that one:
+//! a proxy passes the other on as the client sent it, so reading it would
+//! believe whatever address the client chose (nginx passes a client's
+//! `Forwarded` untouched). Each proxy appends the address it received from,
+//! so the list is read from the right, past every trusted hop, and the
+//! first hop that is not trusted is the client. A peer not in the list is
+//! the client itself, whatever it claims: the header is anyone's to write.
+//! The one wrong way to use this is to trust a proxy that is not yours.
 
 use std::net::IpAddr;
 
 use axum::http::HeaderMap;
 
-/// The proxies whose forwarding headers are believed.
+/// The proxies whose forwarding header is believed, and which header.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct TrustedProxies(Vec<(IpAddr, u8)>);
+pub(crate) struct TrustedProxies {
+    nets: Vec<(IpAddr, u8)>,
+    header: ForwardingHeader,
+}
+
+/// The header the trusted proxies write.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum ForwardingHeader {
+    #[default]
+    XForwardedFor,
+    Forwarded,
+}
 
 impl TrustedProxies {
-    /// Reads `api.trusted_proxies`: `10.0.0.0/8`, `2001:db8::/32`, or one
-    /// address. An entry that is none of these is an error naming it.
-    pub(crate) fn parse(entries: &[String]) -> Result<TrustedProxies, String> {
+    /// Reads `api.trusted_proxies` (`10.0.0.0/8`, `2001:db8::/32`, or one
+    /// address) and `api.trusted_proxy_header`. What is none of these is an
+    /// error naming it.
+    pub(crate) fn parse(entries: &[String], header: &str) -> Result<TrustedProxies, String> {
+        let header = match header.trim().to_ascii_lowercase().as_str() {
+            "x-forwarded-for" => ForwardingHeader::XForwardedFor,
+            "forwarded" => ForwardingHeader::Forwarded,
+            _ => {
+                return Err(format!(
+                    "api.trusted_proxy_header: '{}' is neither X-Forwarded-For nor Forwarded \
+                     (the header your proxy writes)",
+                    header.trim()
+                ))
+            }
+        };
         let mut nets = Vec::with_capacity(entries.len());
         for entry in entries {
             let text = entry.trim();
@@ -45,12 +71,12 @@ impl TrustedProxies {
             };
             nets.push((ip, len));
         }
-        Ok(TrustedProxies(nets))
+        Ok(TrustedProxies { nets, header })
     }
 
     pub(crate) fn contains(&self, ip: IpAddr) -> bool {
         let ip = canonical(ip);
-        self.0
+        self.nets
             .iter()
             .any(|(net, len)| within(ip, canonical(*net), *len))
     }
@@ -99,7 +125,7 @@ pub(crate) fn client_ip(peer: IpAddr, headers: &HeaderMap, trusted: &TrustedProx
     if !trusted.contains(peer) {
         return peer;
     }
-    let hops = forwarded_hops(headers);
+    let hops = forwarded_hops(headers, trusted.header);
     let mut leftmost = None;
     for hop in hops.iter().rev() {
         // A hop that names no address ("unknown", an obfuscated name, a
@@ -116,9 +142,9 @@ pub(crate) fn client_ip(peer: IpAddr, headers: &HeaderMap, trusted: &TrustedProx
     leftmost.map_or(peer, canonical)
 }
 
-/// The addresses the proxies recorded, nearest client first: `Forwarded`'s
-/// `for=` values if the header is there, else `X-Forwarded-For`'s list.
-fn forwarded_hops(headers: &HeaderMap) -> Vec<String> {
+/// The addresses the proxies recorded in `header`, nearest client first:
+/// `Forwarded`'s `for=` values, or `X-Forwarded-For`'s list.
+fn forwarded_hops(headers: &HeaderMap, header: ForwardingHeader) -> Vec<String> {
     let values = |name: &str| -> Vec<String> {
         headers
             .get_all(name)
@@ -129,9 +155,8 @@ fn forwarded_hops(headers: &HeaderMap) -> Vec<String> {
             .filter(|v| !v.is_empty())
             .collect()
     };
-    let forwarded = values("forwarded");
-    if !forwarded.is_empty() {
-        return forwarded
+    if header == ForwardingHeader::Forwarded {
+        return values("forwarded")
             .iter()
             .map(|element| {
                 element
@@ -181,7 +206,15 @@ mod tests {
     }
 
     fn nginx() -> TrustedProxies {
-        TrustedProxies::parse(&["10.0.0.0/8".into(), "2001:db8:ffff::1".into()]).unwrap()
+        TrustedProxies::parse(
+            &["10.0.0.0/8".into(), "2001:db8:ffff::1".into()],
+            "X-Forwarded-For",
+        )
+        .unwrap()
+    }
+
+    fn rfc_7239_proxy() -> TrustedProxies {
+        TrustedProxies::parse(&["10.0.0.0/8".into()], "forwarded").unwrap()
     }
 
     #[test]
@@ -212,17 +245,8 @@ mod tests {
             "for=6.6.6.6, for=\"[2001:db8:cafe::17]:4711\";proto=https;by=10.0.0.2",
         )]);
         assert_eq!(
-            client_ip(ip("10.0.0.2"), &h, &nginx()),
+            client_ip(ip("10.0.0.2"), &h, &rfc_7239_proxy()),
             ip("2001:db8:cafe::17")
-        );
-        let h = headers(&[
-            ("forwarded", "for=192.0.2.60:5000"),
-            ("x-forwarded-for", "6.6.6.6"),
-        ]);
-        assert_eq!(
-            client_ip(ip("10.0.0.2"), &h, &nginx()),
-            ip("192.0.2.60"),
-            "Forwarded first"
         );
         // Every hop a proxy of ours: the first of them.
         let h = headers(&[("x-forwarded-for", "10.9.9.9, 10.1.1.1")]);
@@ -233,7 +257,10 @@ mod tests {
             ip("10.0.0.2")
         );
         let h = headers(&[("forwarded", "for=unknown")]);
-        assert_eq!(client_ip(ip("10.0.0.2"), &h, &nginx()), ip("10.0.0.2"));
+        assert_eq!(
+            client_ip(ip("10.0.0.2"), &h, &rfc_7239_proxy()),
+            ip("10.0.0.2")
+        );
         let h = headers(&[("x-forwarded-for", "203.0.113.9")]);
         assert_eq!(
             client_ip(ip("::ffff:10.0.0.2"), &h, &nginx()),
@@ -242,12 +269,44 @@ mod tests {
         );
     }
 
+    /// Found by the nginx test: nginx writes X-Forwarded-For and passes a
+    /// client's own `Forwarded` on untouched. Read first, it let a guesser
+    /// name a new address on every attempt and never be throttled. Only
+    /// the header the proxies write is read.
+    #[test]
+    fn a_client_naming_itself_in_the_header_its_proxy_does_not_write_is_not_believed() {
+        let h = headers(&[
+            ("forwarded", "for=192.0.2.60"),
+            ("x-forwarded-for", "203.0.113.9"),
+        ]);
+        assert_eq!(client_ip(ip("10.0.0.2"), &h, &nginx()), ip("203.0.113.9"));
+        let only_forwarded = headers(&[("forwarded", "for=192.0.2.60")]);
+        assert_eq!(
+            client_ip(ip("10.0.0.2"), &only_forwarded, &nginx()),
+            ip("10.0.0.2"),
+            "no X-Forwarded-For: the proxy itself"
+        );
+        let h = headers(&[
+            ("forwarded", "for=198.51.100.4"),
+            ("x-forwarded-for", "192.0.2.60"),
+        ]);
+        assert_eq!(
+            client_ip(ip("10.0.0.2"), &h, &rfc_7239_proxy()),
+            ip("198.51.100.4")
+        );
+    }
+
     #[test]
     fn a_bad_entry_is_named() {
         for bad in ["10.0.0.0/33", "nginx", "10.0.0/8", "2001:db8::/129"] {
-            let e = TrustedProxies::parse(&[bad.into()]).unwrap_err();
+            let e = TrustedProxies::parse(&[bad.into()], "x-forwarded-for").unwrap_err();
             assert!(e.contains(bad) && e.contains("api.trusted_proxies"), "{e}");
         }
+        let e = TrustedProxies::parse(&[], "X-Real-IP").unwrap_err();
+        assert!(
+            e.contains("X-Real-IP") && e.contains("api.trusted_proxy_header"),
+            "{e}"
+        );
         assert!(nginx().contains(ip("10.255.0.1")));
         assert!(!nginx().contains(ip("11.0.0.1")));
         assert!(nginx().contains(ip("2001:db8:ffff::1")));

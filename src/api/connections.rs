@@ -10,36 +10,40 @@
 //!   the last answer, which also closes a keep-alive connection left idle;
 //! - each request, body included, is answered within `request_timeout`
 //!   (503 `request_timeout` past it);
-//! - at most `max_per_client` connections from one client (an IPv6 host
-//!   by its /64, as the failure throttle counts it): the
-//!   next one is closed at once, so one client cannot fill the listener's
-//!   slots ([`BoundedListener`]) that every other client needs.
+//! - admission ([`BoundedListener`]): at most `max_connections`, at most
+//!   `max_per_client` from one client, and the connection idle the longest
+//!   closed to make room when every slot is taken;
+//! - each request marks its connection busy until its response's last
+//!   byte, so a live status stream is never taken for idle.
 
-use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use axum::body::{Body, HttpBody};
 use axum::extract::{ConnectInfo, Request};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::serve::Listener;
 use axum::Router;
+use hyper::body::{Frame, SizeHint};
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
 use tracing::{debug, warn};
 
-use super::bounded_listener::BoundedListener;
-use super::client_addr::{client_key, TrustedProxies};
+use super::bounded_listener::{Admitted, BoundedListener};
+use super::client_addr::TrustedProxies;
 use super::error::ApiError;
+use super::idle_connections::Busy;
+use super::refusals::{refused, Refusal};
 
 /// How long requests in flight may take to finish once shutdown begins.
 const DRAIN: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone)]
 pub(crate) struct Limits {
+    pub(crate) max_connections: usize,
     pub(crate) header_read_timeout: Duration,
     pub(crate) request_timeout: Duration,
     pub(crate) max_per_client: usize,
@@ -48,19 +52,31 @@ pub(crate) struct Limits {
     pub(crate) uncapped: TrustedProxies,
 }
 
+/// A request's mark on its connection, from the moment hyper hands it
+/// over (before any middleware runs) to its response's last byte.
+#[derive(Clone)]
+struct BusyMark(Arc<Mutex<Option<Busy>>>);
+
 /// Serves `app` on `listener` until `shutdown` completes; requests in
 /// flight then get [`DRAIN`] to finish.
 pub(crate) async fn serve(
-    mut listener: BoundedListener,
+    listener: TcpListener,
     app: Router,
     limits: Limits,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let mut listener = BoundedListener::new(
+        listener,
+        limits.max_connections,
+        limits.max_per_client,
+        limits.uncapped.clone(),
+    );
     let timeout = limits.request_timeout;
-    let app = app.layer(axum::middleware::from_fn(
-        move |req: Request, next: Next| answer_within(timeout, req, next),
-    ));
-    let per_client = PerClient::new(limits.max_per_client);
+    let app = app
+        .layer(axum::middleware::from_fn(
+            move |req: Request, next: Next| answer_within(timeout, req, next),
+        ))
+        .layer(axum::middleware::from_fn(busy_until_answered));
     let graceful = GracefulShutdown::new();
     let mut builder = http1::Builder::new();
     builder
@@ -69,37 +85,49 @@ pub(crate) async fn serve(
         .keep_alive(true);
     tokio::pin!(shutdown);
     loop {
-        let (io, addr) = tokio::select! {
-            accepted = listener.accept() => accepted,
+        let admitted = tokio::select! {
+            admitted = listener.accept() => admitted,
             () = &mut shutdown => break,
         };
-        let held = if limits.uncapped.contains(addr.ip()) {
-            None
-        } else {
-            let Some(held) = per_client.enter(addr) else {
-                debug!(client = %addr.ip(), "too many connections from one client; closed");
-                drop(io);
-                continue;
-            };
-            Some(held)
-        };
+        let Admitted { io, addr, places } = admitted;
+        let activity = Arc::clone(&places.tracked.activity);
+        let marks = Arc::clone(&activity);
         // Each request knows its client's address, as axum's own
         // `ConnectInfo` would give it: the failure throttle counts by it.
         let service = TowerToHyperService::new(tower::ServiceExt::map_request(
             app.clone(),
             move |mut req: Request<hyper::body::Incoming>| {
                 req.extensions_mut().insert(ConnectInfo(addr));
+                req.extensions_mut()
+                    .insert(BusyMark(Arc::new(Mutex::new(Some(marks.begin())))));
                 req
             },
         ));
         let conn = builder.serve_connection(TokioIo::new(io), service);
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
-            // Timeouts and resets end connections all the time: not news.
-            if let Err(e) = conn.await {
-                debug!(client = %addr, error = %e, "connection ended");
+            tokio::pin!(conn);
+            loop {
+                tokio::select! {
+                    ended = &mut conn => {
+                        // Timeouts and resets end connections all the time: not news.
+                        if let Err(e) = ended {
+                            debug!(client = %addr, error = %e, "connection ended");
+                        }
+                        break;
+                    }
+                    () = activity.close_asked() => {
+                        // Between polls of the connection: no request can
+                        // begin between this look and the close.
+                        if activity.may_close() {
+                            debug!(client = %addr, "idle connection closed to make room for another");
+                            refused(Refusal::IdleClosed);
+                            break;
+                        }
+                    }
+                }
             }
-            drop(held);
+            drop(places);
         });
     }
     drop(listener);
@@ -113,6 +141,45 @@ pub(crate) async fn serve(
         );
     }
     Ok(())
+}
+/// Hands the request's mark on its connection to the response body, which
+/// drops it with its last byte (or when the client goes away).
+async fn busy_until_answered(req: Request, next: Next) -> Response {
+    let busy = req
+        .extensions()
+        .get::<BusyMark>()
+        .and_then(|m| m.0.lock().unwrap_or_else(|e| e.into_inner()).take());
+    let response = next.run(req).await;
+    match busy {
+        Some(busy) => response.map(|inner| Body::new(BusyBody { inner, _busy: busy })),
+        None => response,
+    }
+}
+
+/// A response body that keeps its connection busy until it is done.
+struct BusyBody {
+    inner: Body,
+    _busy: Busy,
+}
+
+impl HttpBody for BusyBody {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 async fn answer_within(limit: Duration, req: Request, next: Next) -> Response {
@@ -128,92 +195,5 @@ async fn answer_within(limit: Duration, req: Request, next: Next) -> Response {
             ),
         )
         .into_response(),
-    }
-}
-
-/// Open connections per client address.
-#[derive(Clone)]
-struct PerClient {
-    max: usize,
-    open: Arc<Mutex<HashMap<IpAddr, usize>>>,
-}
-
-/// One connection counted against its client; uncounted when dropped.
-struct Held {
-    ip: IpAddr,
-    open: Arc<Mutex<HashMap<IpAddr, usize>>>,
-}
-
-impl PerClient {
-    fn new(max: usize) -> PerClient {
-        PerClient {
-            max: max.max(1),
-            open: Arc::default(),
-        }
-    }
-
-    fn enter(&self, addr: SocketAddr) -> Option<Held> {
-        let ip = client_key(addr.ip());
-        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        let n = open.entry(ip).or_insert(0);
-        if *n >= self.max {
-            return None;
-        }
-        *n += 1;
-        Some(Held {
-            ip,
-            open: Arc::clone(&self.open),
-        })
-    }
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = open.get_mut(&self.ip) {
-            *n -= 1;
-            if *n == 0 {
-                open.remove(&self.ip);
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn one_client_gets_at_most_its_share_and_gets_it_back() {
-        let pc = PerClient::new(2);
-        let a: SocketAddr = "10.0.0.1:1000".parse().unwrap();
-        let b: SocketAddr = "10.0.0.2:1000".parse().unwrap();
-        let first = pc.enter(a).unwrap();
-        let _second = pc.enter(a).unwrap();
-        assert!(pc.enter(a).is_none(), "a third from the same address");
-        assert!(pc.enter(b).is_some(), "another client is not held back");
-        drop(first);
-        assert!(pc.enter(a).is_some(), "a slot freed is free again");
-    }
-
-    /// Issue 38, found 3: the throttle counts an IPv6 client by its /64,
-    /// which one host usually holds whole; the connection cap must too, or
-    /// one host takes every connection from addresses of its /64.
-    #[test]
-    fn an_ipv6_host_is_one_client_across_its_64() {
-        let pc = PerClient::new(2);
-        let a: SocketAddr = "[2001:db8:1:2::1]:1000".parse().unwrap();
-        let b: SocketAddr = "[2001:db8:1:2:ffff::9]:1000".parse().unwrap();
-        let elsewhere: SocketAddr = "[2001:db8:1:3::1]:1000".parse().unwrap();
-        let _first = pc.enter(a).unwrap();
-        let _second = pc.enter(b).unwrap();
-        assert!(
-            pc.enter("[2001:db8:1:2::77]:1".parse().unwrap()).is_none(),
-            "a third address of the same /64"
-        );
-        assert!(
-            pc.enter(elsewhere).is_some(),
-            "another /64 is another client"
-        );
     }
 }

@@ -14,6 +14,7 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,6 +23,7 @@ use axum::http::header::RETRY_AFTER;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use futures_util::stream;
 use serde_json::{json, Map, Value};
 use tokio::sync::{broadcast, OnceCell};
@@ -33,8 +35,10 @@ use super::customer_view::{by_token, customer_status, CustomerView};
 use super::error::ApiError;
 use super::events::event_json;
 use super::intent_view::IntentView;
+use super::refusals::{refused, Refusal};
 use super::storefront::parse_id;
 use super::stream_budget::{Refused, StreamSlot};
+use super::throttle::Client;
 use super::ApiState;
 use crate::store::{FeedEvent, Store};
 
@@ -132,8 +136,12 @@ async fn tail(store: Store, mut after: i64, sender: broadcast::Sender<Arc<FeedEv
 enum Listener {
     /// The storefront (or support, an operator): events as the feed has them.
     Storefront,
-    /// A customer's browser with the intent's view token.
-    Customer { token: String },
+    /// A customer's browser with the intent's view token, from `client`
+    /// (unknown only where no connection is, in a test's router).
+    Customer {
+        token: String,
+        client: Option<IpAddr>,
+    },
 }
 
 /// Where a stream starts.
@@ -176,12 +184,14 @@ pub(crate) async fn intent_events(
 /// `GET /v1/view/{token}/events`.
 pub(crate) async fn view_events(
     State(s): State<ApiState>,
+    client: Option<Extension<Client>>,
     headers: HeaderMap,
     Path(token): Path<String>,
 ) -> Result<Response, ApiError> {
     let from = resume_from(&headers)?;
     let intent = by_token(&s, &token).await?;
-    open(s, intent.id, from, Listener::Customer { token }).await
+    let client = client.map(|Extension(Client(ip))| ip);
+    open(s, intent.id, from, Listener::Customer { token, client }).await
 }
 
 /// A stream's state between events.
@@ -215,7 +225,7 @@ async fn open(
     // within it one page never takes another's place (stream_budget).
     let slot = match &listener {
         Listener::Storefront => s.streams.storefront(),
-        Listener::Customer { token } => s.streams.payer(token),
+        Listener::Customer { token, client } => s.streams.payer(token, *client),
     };
     let permit = match slot {
         Ok(slot) => slot,
@@ -224,6 +234,10 @@ async fn open(
                 Refused::Page(n) => format!(
                     "this payment page already has {n} live status streams open \
                      (api.max_streams_per_page): close a tab, or read GET /v1/view/{{token}}"
+                ),
+                Refused::Client(n) => format!(
+                    "this address already holds {n} payers' live status streams \
+                     (api.max_streams_per_client): close some, or read GET /v1/view/{{token}}"
                 ),
                 Refused::Payers(n) => format!(
                     "{n} payers' live status streams are open, the most this paywatch serves \
@@ -235,6 +249,20 @@ async fn open(
                      api.max_event_streams (a quarter): try again shortly, or read GET /v1/events"
                 ),
             };
+            // A share full is news; one page's or one client's own limit
+            // is theirs (the request's span names the client either way).
+            match why {
+                Refused::Page(_) | Refused::Client(_) => {
+                    tracing::debug!(?why, "a live status stream refused");
+                }
+                Refused::Payers(_) | Refused::Storefront(_) => {
+                    warn!(
+                        ?why,
+                        "a live status stream refused: a share of api.max_event_streams is full"
+                    );
+                }
+            }
+            refused(Refusal::TooManyStreams);
             let mut busy =
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "too_many_streams", message)
                     .into_response();
@@ -266,7 +294,7 @@ async fn open(
                 Listener::Storefront => serde_json::to_value(
                     IntentView::load(&intent, &s.ctx.settings, &s.ctx.store).await?,
                 ),
-                Listener::Customer { token } => {
+                Listener::Customer { token, .. } => {
                     serde_json::to_value(CustomerView::new(&intent, token, &s))
                 }
             }
@@ -296,9 +324,17 @@ async fn open(
         let event = st.next().await?;
         Some((Ok::<_, Infallible>(event), st))
     });
-    Ok(Sse::new(events)
+    let mut response = Sse::new(events)
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
-        .into_response())
+        .into_response();
+    // nginx buffers a proxied response by default, and a status change
+    // would reach the payer only when the buffer fills or the stream ends:
+    // this asks it not to, whatever its configuration says.
+    response.headers_mut().insert(
+        axum::http::HeaderName::from_static("x-accel-buffering"),
+        HeaderValue::from_static("no"),
+    );
+    Ok(response)
 }
 
 impl Stream {

@@ -4,7 +4,7 @@
 
 mod auth;
 mod balance_gaps;
-pub(crate) mod bounded_listener;
+mod bounded_listener;
 mod client_addr;
 pub(crate) mod connections;
 mod credits;
@@ -13,11 +13,14 @@ mod error;
 mod events;
 mod export;
 mod health;
+mod idle_connections;
 mod intent_view;
 pub(crate) mod latency;
 mod live;
 mod operator;
+mod per_client;
 mod query;
+pub(crate) mod refusals;
 mod storefront;
 mod stream_budget;
 mod support;
@@ -89,6 +92,7 @@ impl ApiState {
         let streams = Arc::new(stream_budget::StreamBudget::new(
             ctx.settings.api.max_event_streams,
             ctx.settings.api.max_streams_per_page,
+            ctx.settings.api.max_streams_per_client,
         ));
         let trusted =
             Arc::new(trusted_proxies(&ctx.settings.api).map_err(TokenConfigError::TrustedProxies)?);
@@ -209,7 +213,7 @@ pub async fn bind(ctx: &Context) -> std::io::Result<Option<TcpListener>> {
 pub(crate) fn trusted_proxies(
     api: &crate::settings::ApiSettings,
 ) -> Result<client_addr::TrustedProxies, String> {
-    client_addr::TrustedProxies::parse(&api.trusted_proxies)
+    client_addr::TrustedProxies::parse(&api.trusted_proxies, &api.trusted_proxy_header)
 }
 
 /// Serves until `shutdown` completes; requests in flight finish first.
@@ -222,12 +226,12 @@ pub async fn serve(
     let api = &state.ctx.settings.api;
     let max_connections = api.max_connections;
     let limits = connections::Limits {
+        max_connections,
         header_read_timeout: Duration::from_secs(api.header_read_timeout_secs.max(1)),
         request_timeout: Duration::from_secs(api.request_timeout_secs.max(1)),
         max_per_client: api.max_connections_per_client,
         uncapped: (*state.trusted).clone(),
     };
     info!(?addr, max_connections, ?limits, "HTTP API listening");
-    let listener = bounded_listener::BoundedListener::new(listener, max_connections);
     connections::serve(listener, router(state), limits, shutdown).await
 }

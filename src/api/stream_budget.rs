@@ -8,15 +8,23 @@
 //! - payers share the rest, and one view token holds at most
 //!   `api.max_streams_per_page` (8) streams: a payer with a few tabs open
 //!   is served, a page opened hundreds of times takes no other checkout's
-//!   place.
+//!   place;
+//! - one client (an address, an IPv6 /64; behind a trusted proxy the
+//!   client it names) holds at most `api.max_streams_per_client` (32) over
+//!   every page, so many view tokens from one place cannot take the
+//!   payers' share either.
 
 use std::collections::HashMap;
+use std::hash::Hash;
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-/// Open streams per view token.
-type PerPage = Arc<Mutex<HashMap<String, usize>>>;
+use super::client_addr::client_key;
+
+/// Open streams per key (a view token, a client).
+type Counts<K> = Arc<Mutex<HashMap<K, usize>>>;
 
 #[derive(Debug)]
 pub(crate) struct StreamBudget {
@@ -25,7 +33,9 @@ pub(crate) struct StreamBudget {
     storefront: Arc<Semaphore>,
     storefront_share: usize,
     per_page_max: usize,
-    per_page: PerPage,
+    per_page: Counts<String>,
+    per_client_max: usize,
+    per_client: Counts<IpAddr>,
 }
 
 /// Why a stream was not opened.
@@ -33,6 +43,8 @@ pub(crate) struct StreamBudget {
 pub(crate) enum Refused {
     /// This view token already holds its most streams.
     Page(usize),
+    /// This client already holds its most payers' streams.
+    Client(usize),
     /// Payers hold their whole share.
     Payers(usize),
     /// The storefront holds its whole share.
@@ -43,25 +55,52 @@ pub(crate) enum Refused {
 #[derive(Debug)]
 pub(crate) struct StreamSlot {
     _permit: OwnedSemaphorePermit,
-    page: Option<(PerPage, String)>,
+    _page: Option<Counted<String>>,
+    _client: Option<Counted<IpAddr>>,
 }
 
-impl Drop for StreamSlot {
+/// One stream counted under its key; uncounted when dropped.
+#[derive(Debug)]
+struct Counted<K: Hash + Eq> {
+    counts: Counts<K>,
+    key: K,
+}
+
+impl<K: Hash + Eq> Drop for Counted<K> {
     fn drop(&mut self) {
-        if let Some((per_page, token)) = &self.page {
-            let mut open = per_page.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(n) = open.get_mut(token) {
-                *n -= 1;
-                if *n == 0 {
-                    open.remove(token);
-                }
+        let mut open = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = open.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.key);
             }
         }
     }
 }
 
+/// Counts one more stream under `key` unless it holds `max` already.
+fn count_in<K: Hash + Eq + Clone>(counts: &Counts<K>, key: &K, max: usize) -> Option<Counted<K>> {
+    let mut open = counts.lock().unwrap_or_else(|e| e.into_inner());
+    let n = open.entry(key.clone()).or_insert(0);
+    if *n >= max {
+        if *n == 0 {
+            open.remove(key);
+        }
+        return None;
+    }
+    *n += 1;
+    Some(Counted {
+        counts: Arc::clone(counts),
+        key: key.clone(),
+    })
+}
+
 impl StreamBudget {
-    pub(crate) fn new(max_streams: usize, per_page_max: usize) -> StreamBudget {
+    pub(crate) fn new(
+        max_streams: usize,
+        per_page_max: usize,
+        per_client_max: usize,
+    ) -> StreamBudget {
         let max_streams = max_streams.max(2);
         let storefront_share = (max_streams / 4).max(1);
         let payer_share = max_streams - storefront_share;
@@ -72,23 +111,29 @@ impl StreamBudget {
             storefront_share,
             per_page_max: per_page_max.max(1),
             per_page: Arc::default(),
+            per_client_max: per_client_max.max(1),
+            per_client: Arc::default(),
         }
     }
 
-    /// A place for a payer's stream on the page of `token`.
-    pub(crate) fn payer(&self, token: &str) -> Result<StreamSlot, Refused> {
-        let mut open = self.per_page.lock().unwrap_or_else(|e| e.into_inner());
-        let held = open.get(token).copied().unwrap_or(0);
-        if held >= self.per_page_max {
-            return Err(Refused::Page(self.per_page_max));
-        }
+    /// A place for a payer's stream on the page of `token`, from `client`.
+    pub(crate) fn payer(&self, token: &str, client: Option<IpAddr>) -> Result<StreamSlot, Refused> {
+        let page = count_in(&self.per_page, &token.to_owned(), self.per_page_max)
+            .ok_or(Refused::Page(self.per_page_max))?;
+        let client = match client {
+            Some(ip) => Some(
+                count_in(&self.per_client, &client_key(ip), self.per_client_max)
+                    .ok_or(Refused::Client(self.per_client_max))?,
+            ),
+            None => None,
+        };
         let permit = Arc::clone(&self.payers)
             .try_acquire_owned()
             .map_err(|_| Refused::Payers(self.payer_share))?;
-        open.insert(token.to_owned(), held + 1);
         Ok(StreamSlot {
             _permit: permit,
-            page: Some((Arc::clone(&self.per_page), token.to_owned())),
+            _page: Some(page),
+            _client: client,
         })
     }
 
@@ -99,7 +144,8 @@ impl StreamBudget {
             .map_err(|_| Refused::Storefront(self.storefront_share))?;
         Ok(StreamSlot {
             _permit: permit,
-            page: None,
+            _page: None,
+            _client: None,
         })
     }
 }
@@ -110,18 +156,46 @@ mod tests {
 
     #[test]
     fn one_page_never_takes_another_pages_or_the_storefronts_place() {
-        let b = StreamBudget::new(16, 3);
-        let first: Vec<StreamSlot> = (0..3).map(|_| b.payer("a").unwrap()).collect();
-        assert_eq!(b.payer("a").unwrap_err(), Refused::Page(3));
-        let others: Vec<StreamSlot> = (0..9).map(|n| b.payer(&format!("p{n}")).unwrap()).collect();
-        assert_eq!(b.payer("late").unwrap_err(), Refused::Payers(12));
+        let b = StreamBudget::new(16, 3, 100);
+        let first: Vec<StreamSlot> = (0..3).map(|_| b.payer("a", None).unwrap()).collect();
+        assert_eq!(b.payer("a", None).unwrap_err(), Refused::Page(3));
+        let others: Vec<StreamSlot> = (0..9)
+            .map(|n| b.payer(&format!("p{n}"), None).unwrap())
+            .collect();
+        assert_eq!(b.payer("late", None).unwrap_err(), Refused::Payers(12));
         let store: Vec<StreamSlot> = (0..4).map(|_| b.storefront().unwrap()).collect();
         assert_eq!(b.storefront().unwrap_err(), Refused::Storefront(4));
         drop(first);
         assert!(
-            b.payer("a").is_ok(),
+            b.payer("a", None).is_ok(),
             "a closed stream frees its page's place"
         );
         drop((others, store));
+    }
+
+    /// Issue 38: many pages from one client (an IPv6 host by its /64) take
+    /// at most the client's places; another client is still served, and a
+    /// refusal for the client leaves the page's count as it was.
+    #[test]
+    fn one_client_never_takes_the_payers_share_over_many_pages() {
+        let b = StreamBudget::new(64, 8, 4);
+        let host =
+            |n: u16| -> Option<IpAddr> { Some(format!("2001:db8:0:1::{n}").parse().unwrap()) };
+        let held: Vec<StreamSlot> = (0..4)
+            .map(|n| b.payer(&format!("page-{n}"), host(n + 1)).unwrap())
+            .collect();
+        assert_eq!(
+            b.payer("page-9", host(99)).unwrap_err(),
+            Refused::Client(4),
+            "another address of the same /64"
+        );
+        assert!(b.per_page.lock().unwrap().get("page-9").is_none());
+        let elsewhere: Option<IpAddr> = Some("198.51.100.7".parse().unwrap());
+        let _other = b.payer("page-9", elsewhere).unwrap();
+        drop(held);
+        assert!(
+            b.payer("page-10", host(5)).is_ok(),
+            "freed with its streams"
+        );
     }
 }

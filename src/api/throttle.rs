@@ -22,10 +22,11 @@ use axum::http::header::RETRY_AFTER;
 use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use tracing::warn;
+use tracing::{info_span, warn, Instrument};
 
 use super::client_addr::{client_ip, client_key};
 use super::error::ApiError;
+use super::refusals::{refused, Refusal};
 use super::ApiState;
 
 /// Failed attempts one client address may make in a minute, unless
@@ -147,6 +148,11 @@ fn presents_credential(req: &Request) -> bool {
         || path == "/console/login"
 }
 
+/// The client a request came from, as every per-client limit counts it:
+/// behind a trusted proxy, the client the proxy names.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Client(pub(crate) IpAddr);
+
 /// The middleware: refuses a blocked client, and counts each 401.
 pub(crate) async fn throttle(State(s): State<ApiState>, req: Request, next: Next) -> Response {
     let Some(peer) = req
@@ -159,11 +165,22 @@ pub(crate) async fn throttle(State(s): State<ApiState>, req: Request, next: Next
     // Behind a proxy of ours, the client it names: one guesser through
     // nginx is throttled alone, not every client of the proxy.
     let ip = client_ip(peer, req.headers(), &s.trusted);
+    let mut req = req;
+    if !s.trusted.contains(peer) {
+        // What a proxy of ours would say is anyone's to write otherwise:
+        // gone before any handler (the console's origin check) reads it.
+        req.headers_mut().remove("x-forwarded-host");
+    }
+    // Every log line of the request names the client, behind a proxy too;
+    // later limits (live streams per client) read it from here.
+    let span = info_span!("request", client = %ip);
+    req.extensions_mut().insert(Client(ip));
     if !presents_credential(&req) {
-        return next.run(req).await;
+        return next.run(req).instrument(span).await;
     }
     let now = Instant::now();
     if let Some(wait) = s.failures.blocked(ip, now) {
+        refused(Refusal::TooManyFailures);
         let secs = wait.as_secs().max(1);
         let mut r = ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
@@ -174,7 +191,7 @@ pub(crate) async fn throttle(State(s): State<ApiState>, req: Request, next: Next
         r.headers_mut().insert(RETRY_AFTER, HeaderValue::from(secs));
         return r;
     }
-    let response = next.run(req).await;
+    let response = next.run(req).instrument(span).await;
     if response.status() == StatusCode::UNAUTHORIZED {
         s.failures.failed(ip, now);
     }

@@ -60,7 +60,12 @@ pub struct ApiClient {
 impl ApiClient {
     /// Serves `ctx`'s API on 127.0.0.1 until the test ends.
     pub async fn serve(ctx: Context) -> ApiClient {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        // The accept queue `api.listen` gets (4,096), not tokio's default of
+        // 1,024: a burst of connections waits there rather than having its
+        // SYNs dropped and retried seconds later.
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let listener = socket.listen(4096).unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let state = ApiState::new(ctx).expect("tokens");
         tokio::spawn(api::serve(listener, state, std::future::pending::<()>()));

@@ -44,7 +44,18 @@ impl EventStream {
         token: Option<&str>,
         last_event_id: Option<i64>,
     ) -> (StatusCode, Result<EventStream, String>) {
-        let mut req = Client::new().get(url).header("accept", "text/event-stream");
+        EventStream::try_open_with(&Client::new(), url, token, last_event_id).await
+    }
+
+    /// As [`EventStream::try_open`], over `client`: one that trusts a test
+    /// CA, say, or connects from an address of its own.
+    pub async fn try_open_with(
+        client: &Client,
+        url: &str,
+        token: Option<&str>,
+        last_event_id: Option<i64>,
+    ) -> (StatusCode, Result<EventStream, String>) {
+        let mut req = client.get(url).header("accept", "text/event-stream");
         if let Some(t) = token {
             req = req.bearer_auth(t);
         }
@@ -69,6 +80,25 @@ impl EventStream {
                 buffer: String::new(),
             }),
         )
+    }
+
+    /// A stream already opened (with headers of the caller's own); panics
+    /// unless it answered 200 `text/event-stream`.
+    pub fn from_response(response: reqwest::Response) -> EventStream {
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        assert!(
+            response.status() == StatusCode::OK && content_type.starts_with("text/event-stream"),
+            "not an event stream: {} {content_type}",
+            response.status()
+        );
+        EventStream {
+            response,
+            buffer: String::new(),
+        }
     }
 
     /// The next event within `wait`; `None` if none came or the stream ended.

@@ -7,6 +7,8 @@
 //! endpoint failed, and nothing a key can hide in.
 
 /// `scheme://host[:port]` of `url`, without credentials, path or query.
+/// What is not shaped like a host (a key pasted where a URL belongs) is
+/// shown as `<redacted>`, and nothing as nothing.
 pub fn shown_url(url: &str) -> String {
     let url = url.trim();
     let (scheme, rest) = match url.split_once("://") {
@@ -15,7 +17,12 @@ pub fn shown_url(url: &str) -> String {
     };
     let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
     let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host_like = host
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':' | '[' | ']'));
     match scheme {
+        _ if url.is_empty() => String::new(),
+        _ if !host_like => "<redacted>".to_owned(),
         Some(scheme) => format!("{scheme}://{host}"),
         None => host.to_owned(),
     }
@@ -38,6 +45,9 @@ mod tests {
             ("tcp://127.0.0.1:50001", "tcp://127.0.0.1:50001"),
             ("host.example:80/x?k=SECRET", "host.example:80"),
             ("https://[::1]:443/k", "https://[::1]:443"),
+            ("", ""),
+            ("not a url with a key", "<redacted>"),
+            ("https://a b@host/x", "<redacted>"),
         ] {
             assert_eq!(shown_url(url), shown, "{url}");
         }
