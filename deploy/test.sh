@@ -11,7 +11,8 @@
 #
 # On a fresh Debian machine it installs what is missing (a C compiler,
 # PostgreSQL, litecoind, ElectrumX, anvil, protoc, Schemathesis,
-# cargo-afl) and starts PostgreSQL; the tests start their own nodes. The
+# cargo-afl, chromium and chromedriver, faketime, nginx and openssl) and
+# starts PostgreSQL; the tests start their own nodes and nginx. The
 # PostgreSQL tests never skip: if the server cannot be reached, this fails
 # and says why.
 #
@@ -147,6 +148,17 @@ fi
 if ! command -v faketime >/dev/null 2>&1; then
     say "installing faketime (the database-clock test)"
     apt_install faketime
+fi
+# tests/behind_nginx.rs runs deploy/nginx.conf in a real nginx (its own, on
+# free ports; Debian's nginx service is not used) with TLS certificates it
+# makes with the openssl CLI; a missing one fails that test.
+if [ ! -x /usr/sbin/nginx ]; then
+    say "installing nginx (the behind-nginx test)"
+    apt_install nginx
+fi
+if ! command -v openssl >/dev/null 2>&1; then
+    say "installing openssl (the behind-nginx test's certificates)"
+    apt_install openssl
 fi
 
 # --- format ------------------------------------------------------------------
