@@ -1033,6 +1033,23 @@ async fn one_abusive_client_through_nginx_is_throttled_alone() {
         sent.elapsed()
     );
 
+    // The operator sees the refusals counted (the client is in the log
+    // line beside each, never a label).
+    let scrape = reqwest::get(format!("http://{}/metrics", w.metrics))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let refused: u64 = scrape
+        .lines()
+        .find_map(|l| l.strip_prefix("paywatch_http_refused_total{why=\"too_many_failures\"} "))
+        .unwrap_or_else(|| panic!("no refusals counted:\n{scrape}"))
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(refused >= 3, "{refused} refusals counted");
+
     // nginx told the two apart by their addresses.
     let log = w.nginx.access_log();
     for (who, from) in [("abuser", "127.0.0.2 "), ("good client", "127.0.0.3 ")] {
