@@ -6,7 +6,8 @@
 //! re-mine what they held, beyond the 2 confirmations; clock ticks past
 //! expiries and confirm-by deadlines; "I have paid"; a rescan; support's
 //! five actions; debits and orders paid from the balance; a restart of the
-//! process; another tolerance set; spam tokens and another method's asset)
+//! process; another tolerance set; spam tokens and another method's asset;
+//! coinbase outputs, final only at maturity and gone with their block)
 //! and runs each against the real store and reconciler, on SQLite
 //! and on PostgreSQL, watching the chain the way the watcher does, with
 //! reconcile free to run between any two of its transactions. It runs on
@@ -92,7 +93,16 @@ enum PayHow {
     WrongAsset,
     /// A token that is no method's asset: address-poisoning spam.
     Spam,
+    /// The amount due, as a coinbase output (a miner paying its pool's
+    /// customer): final only at maturity, and gone for good with its block.
+    /// Litecoin only.
+    Coinbase,
 }
+
+/// Blocks a coinbase needs before it is final, shortened from Litecoin's
+/// 100 so that sequences reach it; paywatch reads `matures_at` from the
+/// block as the chain crates write it.
+const MODEL_MATURITY: u64 = 6;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum SupportStep {
@@ -183,6 +193,7 @@ fn step() -> impl Strategy<Value = Step> {
             1 => Just(PayHow::Dust),
             1 => Just(PayHow::WrongAsset),
             1 => Just(PayHow::Spam),
+            1 => Just(PayHow::Coinbase),
         ]).prop_map(|(intent, how)| Step::Pay { intent, how }),
         5 => (1u8..4).prop_map(|blocks| Step::Mine { blocks }),
         1 => slot.clone().prop_map(|intent| Step::Replace { intent }),
@@ -271,7 +282,8 @@ impl Model {
             .iter_mut()
             .filter(|p| p.seen_at_ms.is_none() && !p.gone)
         {
-            if mempool || h.chain.height_of(&pay.txid).is_some() {
+            let in_mempool = mempool && pay.how != PayHow::Coinbase;
+            if in_mempool || h.chain.height_of(&pay.txid).is_some() {
                 pay.seen_at_ms = Some(now);
             }
         }
@@ -299,6 +311,8 @@ struct Coverage {
     reversed: AtomicUsize,
     recredited: AtomicUsize,
     expected_settled: AtomicUsize,
+    /// Of those, paid by a coinbase that matured.
+    coinbase_settled: AtomicUsize,
     /// Tron intents that ended with wrong-network money before a person.
     wrong_network: AtomicUsize,
 }
@@ -315,6 +329,7 @@ impl Coverage {
             reversed: AtomicUsize::new(0),
             recredited: AtomicUsize::new(0),
             expected_settled: AtomicUsize::new(0),
+            coinbase_settled: AtomicUsize::new(0),
             wrong_network: AtomicUsize::new(0),
         }
     }
@@ -408,10 +423,13 @@ async fn apply(h: &mut Harness, m: &mut Model, step: Step) -> Result<bool, Strin
                 return Ok(false);
             };
             let i = &m.intents[p];
+            if how == PayHow::Coinbase && (m.chain != Chain::Litecoin || i.tron) {
+                return Ok(false);
+            }
             // Money for a Tron intent can only go to its twin here, in USDT.
             let coin = AssetId::Known(if i.tron { Asset::Usdt } else { m.chain.asset() });
             let (asset, amount) = match how {
-                PayHow::Exact => (coin, i.due),
+                PayHow::Exact | PayHow::Coinbase => (coin, i.due),
                 PayHow::Under => (coin, i.due * 9 / 10),
                 PayHow::Over => (coin, i.due * 11 / 10),
                 PayHow::Dust => (coin, 546),
@@ -425,7 +443,12 @@ async fn apply(h: &mut Harness, m: &mut Model, step: Step) -> Result<bool, Strin
                     i.due,
                 ),
             };
-            let txid = h.chain.pay(&i.address, asset, amount);
+            let txid = if how == PayHow::Coinbase {
+                h.chain
+                    .pay_coinbase(&i.address, asset, amount, MODEL_MATURITY - CONFIRMATIONS)
+            } else {
+                h.chain.pay(&i.address, asset, amount)
+            };
             m.payments.push(ModelPayment {
                 txid,
                 intent: p,
@@ -487,6 +510,12 @@ async fn apply(h: &mut Harness, m: &mut Model, step: Step) -> Result<bool, Strin
                     if let Some(pay) = m.payments.iter_mut().find(|x| x.txid == t.txid) {
                         pay.gone = true;
                     }
+                }
+            }
+            // A coinbase is gone with its block, kept transactions or not.
+            for pay in m.payments.iter_mut().filter(|x| x.how == PayHow::Coinbase) {
+                if h.chain.height_of(&pay.txid).is_none() && !h.chain.coinbase_queued(&pay.txid) {
+                    pay.gone = true;
                 }
             }
             h.mine(usize::from(remine));
@@ -854,18 +883,44 @@ async fn check_model(h: &Harness, m: &Model) -> Result<(), String> {
                 i.id
             ));
         }
-        let simple = pays.len() == 1 && pays[0].how == PayHow::Exact && !pays[0].gone;
+        // Confirmations a payment needs: a coinbase's maturity, else the
+        // network's.
+        let needs = |pay: &ModelPayment| {
+            if pay.how == PayHow::Coinbase {
+                MODEL_MATURITY
+            } else {
+                CONFIRMATIONS
+            }
+        };
+        let is_final = |pay: &ModelPayment| {
+            h.chain
+                .height_of(&pay.txid)
+                .is_some_and(|height| tip + 1 - height >= needs(pay))
+        };
+        // The story: an immature coinbase credited 2,000 USD.
+        if settled
+            && pays.iter().all(|x| x.how == PayHow::Coinbase)
+            && !pays.iter().any(|x| is_final(x))
+        {
+            return Err(format!(
+                "intent {} settled on a coinbase before it matured",
+                i.id
+            ));
+        }
+        let simple = pays.len() == 1
+            && matches!(pays[0].how, PayHow::Exact | PayHow::Coinbase)
+            && !pays[0].gone;
         if !simple {
             continue;
         }
         let pay = pays[0];
         let in_time = pay.seen_at_ms.is_some_and(|t| t <= i.expires_at_ms);
-        let final_now = h
-            .chain
-            .height_of(&pay.txid)
-            .is_some_and(|height| tip + 1 - height >= CONFIRMATIONS);
+        let final_now = is_final(pay);
         if in_time && final_now && now <= i.confirm_by_ms {
             count(&cov.expected_settled, 1);
+            if pay.how == PayHow::Coinbase {
+                count(&cov.coinbase_settled, 1);
+            }
         }
         if in_time && final_now && now <= i.confirm_by_ms && !settled {
             let intent = h.intent(i.id).await;
@@ -1031,8 +1086,8 @@ fn explore(backend: Backend, chain: Chain, default_cases: u32) {
     eprintln!(
         "money model on {backend:?}, {chain:?}: {cases} sequences, {} steps in {:.1} s; settlements {}, \
          reversed {}, credited again {}; support actions done {}, refused {}, not final {}; \
-         orders paid from the balance {}; simple payments the model expected settled {}; \
-         wrong-network money put before a person {}",
+         orders paid from the balance {}; simple payments the model expected settled {} \
+         ({} of them matured coinbases); wrong-network money put before a person {}",
         c(&cov.steps),
         started.elapsed().as_secs_f64(),
         c(&cov.settled),
@@ -1043,6 +1098,7 @@ fn explore(backend: Backend, chain: Chain, default_cases: u32) {
         c(&cov.support_not_final),
         c(&cov.orders_paid_from_balance),
         c(&cov.expected_settled),
+        c(&cov.coinbase_settled),
         c(&cov.wrong_network),
     );
     if let Err(e) = result {

@@ -22,6 +22,9 @@ struct State {
     base_height: u64,
     blocks: Vec<Mined>,
     mempool: Vec<Transfer>,
+    /// Coinbase outputs for the next block, each with the blocks after its
+    /// own at which it is final (`matures_at`): never in the mempool.
+    coinbase: Vec<(Transfer, u64)>,
     next_id: u64,
     confirmations: u64,
     final_height_override: Option<u64>,
@@ -76,6 +79,7 @@ impl ScriptedChain {
                 base_height,
                 blocks: Vec::new(),
                 mempool: Vec::new(),
+                coinbase: Vec::new(),
                 next_id: 1,
                 confirmations: 1,
                 final_height_override: None,
@@ -216,7 +220,31 @@ impl ScriptedChain {
         txid
     }
 
-    /// Mines one block holding the whole mempool.
+    /// A coinbase output of the next block, final only `final_after` blocks
+    /// above it (Litecoin's maturity less the confirmations counted, as
+    /// `paywatch_utxo` reads a real one); returns its txid. It never
+    /// passes through the mempool, and a reorg takes it away for good.
+    pub fn pay_coinbase(&self, to: &str, asset: AssetId, amount: u128, final_after: u64) -> String {
+        let mut s = self.lock();
+        let id = s.take_id();
+        let txid = format!("{:016x}cb{id:046x}", s.namespace);
+        let transfer = Transfer {
+            network: s.network,
+            asset,
+            txid: txid.clone(),
+            index: 0,
+            to: to.to_owned(),
+            from: None,
+            amount: Amount(amount),
+            success: true,
+            matures_at: None,
+        };
+        s.coinbase.push((transfer, final_after));
+        txid
+    }
+
+    /// Mines one block holding the whole mempool (and the coinbase outputs
+    /// queued for it).
     pub fn mine(&self) -> BlockRef {
         let mut s = self.lock();
         let height = s.base_height + s.blocks.len() as u64;
@@ -228,7 +256,14 @@ impl ScriptedChain {
         let hash = format!("{:016x}{id:048x}", s.namespace);
         let timestamp = s.block_time;
         s.block_time += s.block_interval;
-        let transfers = std::mem::take(&mut s.mempool);
+        let mut transfers: Vec<Transfer> = std::mem::take(&mut s.coinbase)
+            .into_iter()
+            .map(|(mut t, final_after)| {
+                t.matures_at = Some(height + final_after);
+                t
+            })
+            .collect();
+        transfers.append(&mut s.mempool);
         let block = BlockRef {
             height,
             hash,
@@ -262,7 +297,12 @@ impl ScriptedChain {
     /// Drops the top `depth` blocks but returns their transactions to the
     /// mempool, so the next block re-mines them elsewhere.
     pub fn reorg_keeping_transactions(&self, depth: usize) {
-        let dropped = self.reorg(depth);
+        // A coinbase belongs to its block: gone with it.
+        let dropped: Vec<Transfer> = self
+            .reorg(depth)
+            .into_iter()
+            .filter(|t| t.matures_at.is_none())
+            .collect();
         self.lock().mempool.splice(0..0, dropped);
     }
 
@@ -293,6 +333,11 @@ impl ScriptedChain {
             .iter()
             .find(|b| b.transfers.iter().any(|t| t.txid == txid))
             .map(|b| b.block.height)
+    }
+
+    /// Whether coinbase output `txid` waits for the next block.
+    pub fn coinbase_queued(&self, txid: &str) -> bool {
+        self.lock().coinbase.iter().any(|(t, _)| t.txid == txid)
     }
 
     /// Whether transaction `txid` waits in the mempool.
