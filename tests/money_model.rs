@@ -7,7 +7,9 @@
 //! expiries and confirm-by deadlines; "I have paid"; a rescan; support's
 //! five actions; debits and orders paid from the balance; a restart of the
 //! process; another tolerance set; spam tokens and another method's asset;
-//! coinbase outputs, final only at maturity and gone with their block)
+//! coinbase outputs, final only at maturity and gone with their block;
+//! a second instance, mid rolling change, with its own tolerance and dust
+//! floor, reconciling some of the looks at the chain)
 //! and runs each against the real store and reconciler, on SQLite
 //! and on PostgreSQL, watching the chain the way the watcher does, with
 //! reconcile free to run between any two of its transactions. It runs on
@@ -151,6 +153,15 @@ enum Step {
     },
     Sync {
         interleaved: bool,
+        /// The other instance (if one was started) reconciles this look.
+        on_other: bool,
+    },
+    /// Another instance on the same database, mid rolling change, with a
+    /// tolerance and a dust floor of its own: from now on some looks at the
+    /// chain are reconciled by it. What either settled stays settled.
+    OtherInstance {
+        basis_points: u16,
+        dust_floor: u16,
     },
     Declare {
         intent: u8,
@@ -200,7 +211,7 @@ fn step() -> impl Strategy<Value = Step> {
         2 => (1u8..6, any::<bool>(), 0u8..7).prop_map(|(depth, keep, remine)| Step::Reorg { depth, keep, remine }),
         2 => (slot.clone(), any::<bool>(), 0u8..4).prop_map(|(intent, keep, remine)| Step::ReorgUnder { intent, keep, remine }),
         2 => prop_oneof![1u16..40, 300u16..500].prop_map(|minutes| Step::Tick { minutes }),
-        6 => any::<bool>().prop_map(|interleaved| Step::Sync { interleaved }),
+        6 => (any::<bool>(), any::<bool>()).prop_map(|(interleaved, on_other)| Step::Sync { interleaved, on_other }),
         1 => slot.clone().prop_map(|intent| Step::Declare { intent }),
         1 => slot.clone().prop_map(|intent| Step::Rescan { intent }),
         3 => (slot.clone(), prop_oneof![
@@ -215,6 +226,8 @@ fn step() -> impl Strategy<Value = Step> {
         1 => Just(Step::Restart),
         1 => prop_oneof![Just(0u16), Just(50), Just(1_000)].prop_map(|basis_points| Step::Tolerance { basis_points }),
         1 => prop_oneof![Just(0u16), Just(547), Just(10_000)].prop_map(|base_units| Step::DustFloor { base_units }),
+        1 => (prop_oneof![Just(0u16), Just(50), Just(1_000)], prop_oneof![Just(0u16), Just(547), Just(10_000)])
+            .prop_map(|(basis_points, dust_floor)| Step::OtherInstance { basis_points, dust_floor }),
     ]
 }
 
@@ -255,6 +268,8 @@ struct Model {
     keys: u64,
     /// The chain as paywatch last read it whole.
     synced: Vec<BlockRef>,
+    /// Another instance's tolerance and dust floor, once one is started.
+    other_instance: Option<(u16, u16)>,
 }
 
 impl Default for Model {
@@ -267,6 +282,7 @@ impl Default for Model {
             paid_from_balance: Vec::new(),
             keys: 0,
             synced: Vec::new(),
+            other_instance: None,
         }
     }
 }
@@ -313,6 +329,9 @@ struct Coverage {
     expected_settled: AtomicUsize,
     /// Of those, paid by a coinbase that matured.
     coinbase_settled: AtomicUsize,
+    /// Looks at the chain reconciled by a second instance with its own
+    /// settings.
+    other_instance_looks: AtomicUsize,
     /// Tron intents that ended with wrong-network money before a person.
     wrong_network: AtomicUsize,
 }
@@ -330,6 +349,7 @@ impl Coverage {
             recredited: AtomicUsize::new(0),
             expected_settled: AtomicUsize::new(0),
             coinbase_settled: AtomicUsize::new(0),
+            other_instance_looks: AtomicUsize::new(0),
             wrong_network: AtomicUsize::new(0),
         }
     }
@@ -521,43 +541,43 @@ async fn apply(h: &mut Harness, m: &mut Model, step: Step) -> Result<bool, Strin
             h.mine(usize::from(remine));
         }
         Step::Tick { minutes } => h.clock.advance_secs(i64::from(minutes) * 60),
-        Step::Tolerance { basis_points } => {
-            let methods = [
-                paywatch_core::Method::new(m.chain.asset(), m.chain.network()),
-                paywatch_core::Method::new(Asset::Usdt, Network::Tron),
-            ];
-            h.set_tolerance(
-                methods
-                    .into_iter()
-                    .flatten()
-                    .map(|method| {
-                        (
-                            method,
-                            paywatch::reconcile::Tolerance {
-                                basis_points: u32::from(basis_points),
-                                max: None,
-                            },
-                        )
-                    })
-                    .collect(),
-            );
-        }
+        Step::Tolerance { basis_points } => h.set_tolerance(tolerances(m.chain, basis_points)),
         Step::DustFloor { base_units } => {
-            let floors = [
-                paywatch_core::Method::new(m.chain.asset(), m.chain.network()),
-                paywatch_core::Method::new(Asset::Usdt, Network::Tron),
-            ]
-            .into_iter()
-            .flatten()
-            .filter(|_| base_units > 0)
-            .map(|method| (method, paywatch_core::Amount(u128::from(base_units))))
-            .collect();
-            h.reconciler = h.reconciler.clone().with_dust_floors(floors);
+            h.reconciler = h
+                .reconciler
+                .clone()
+                .with_dust_floors(dust_floors(m.chain, base_units));
         }
-        Step::Sync { interleaved } => {
+        Step::OtherInstance {
+            basis_points,
+            dust_floor,
+        } => m.other_instance = Some((basis_points, dust_floor)),
+        Step::Sync {
+            interleaved,
+            on_other,
+        } => {
             h.events_per_transaction = if interleaved { 1 } else { 50 };
             h.reconcile_between_writes = interleaved;
-            h.sync().await;
+            match m.other_instance.filter(|_| on_other) {
+                Some((basis_points, dust_floor)) => {
+                    // Built on the store as it is now (a restart replaces it).
+                    let clock: std::sync::Arc<dyn Clock> = h.clock.clone();
+                    let mut other = paywatch::reconcile::Reconciler::new(
+                        h.store.clone(),
+                        clock,
+                        tolerances(m.chain, basis_points),
+                        500,
+                    )
+                    .with_dust_floors(dust_floors(m.chain, dust_floor));
+                    std::mem::swap(&mut h.reconciler, &mut other);
+                    h.sync().await;
+                    std::mem::swap(&mut h.reconciler, &mut other);
+                    count(&coverage(m.backend, m.chain).other_instance_looks, 1);
+                }
+                None => {
+                    h.sync().await;
+                }
+            }
             // A node whose tip is lower than paywatch's cursor is behind,
             // on paywatch's branch or another (a shorter branch is followed
             // only once it is as long as paywatch's): paywatch waits for it
@@ -682,6 +702,46 @@ async fn apply(h: &mut Harness, m: &mut Model, step: Step) -> Result<bool, Strin
         Step::Restart => h.restart_process().await,
     }
     Ok(looked)
+}
+
+/// `basis_points` of tolerance for every method a run's intents use.
+fn tolerances(
+    chain: Chain,
+    basis_points: u16,
+) -> std::collections::HashMap<paywatch_core::Method, paywatch::reconcile::Tolerance> {
+    [
+        paywatch_core::Method::new(chain.asset(), chain.network()),
+        paywatch_core::Method::new(Asset::Usdt, Network::Tron),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|method| {
+        (
+            method,
+            paywatch::reconcile::Tolerance {
+                basis_points: u32::from(basis_points),
+                max: None,
+            },
+        )
+    })
+    .collect()
+}
+
+/// A dust floor of `base_units` for every method a run's intents use; 0 is
+/// none.
+fn dust_floors(
+    chain: Chain,
+    base_units: u16,
+) -> std::collections::HashMap<paywatch_core::Method, paywatch_core::Amount> {
+    [
+        paywatch_core::Method::new(chain.asset(), chain.network()),
+        paywatch_core::Method::new(Asset::Usdt, Network::Tron),
+    ]
+    .into_iter()
+    .flatten()
+    .filter(|_| base_units > 0)
+    .map(|method| (method, paywatch_core::Amount(u128::from(base_units))))
+    .collect()
 }
 
 /// The money rules, against what the database holds now.
@@ -1087,7 +1147,8 @@ fn explore(backend: Backend, chain: Chain, default_cases: u32) {
         "money model on {backend:?}, {chain:?}: {cases} sequences, {} steps in {:.1} s; settlements {}, \
          reversed {}, credited again {}; support actions done {}, refused {}, not final {}; \
          orders paid from the balance {}; simple payments the model expected settled {} \
-         ({} of them matured coinbases); wrong-network money put before a person {}",
+         ({} of them matured coinbases); looks reconciled by a second instance with other \
+         settings {}; wrong-network money put before a person {}",
         c(&cov.steps),
         started.elapsed().as_secs_f64(),
         c(&cov.settled),
@@ -1099,6 +1160,7 @@ fn explore(backend: Backend, chain: Chain, default_cases: u32) {
         c(&cov.orders_paid_from_balance),
         c(&cov.expected_settled),
         c(&cov.coinbase_settled),
+        c(&cov.other_instance_looks),
         c(&cov.wrong_network),
     );
     if let Err(e) = result {
