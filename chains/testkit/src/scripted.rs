@@ -203,19 +203,10 @@ impl ScriptedChain {
 
     fn pay_with(&self, to: &str, asset: AssetId, amount: u128, success: bool) -> String {
         let mut s = self.lock();
-        let id = s.take_id();
-        let txid = format!("{:016x}ff{id:046x}", s.namespace);
-        let transfer = Transfer {
-            network: s.network,
-            asset,
-            txid: txid.clone(),
-            index: 0,
-            to: to.to_owned(),
-            from: Some("scripted-payer".to_owned()),
-            amount: Amount(amount),
-            success,
-            matures_at: None,
-        };
+        let mut transfer = s.new_transfer("ff", to, asset, amount);
+        transfer.success = success;
+        transfer.from = Some("scripted-payer".to_owned());
+        let txid = transfer.txid.clone();
         s.mempool.push(transfer);
         txid
     }
@@ -226,19 +217,8 @@ impl ScriptedChain {
     /// passes through the mempool, and a reorg takes it away for good.
     pub fn pay_coinbase(&self, to: &str, asset: AssetId, amount: u128, final_after: u64) -> String {
         let mut s = self.lock();
-        let id = s.take_id();
-        let txid = format!("{:016x}cb{id:046x}", s.namespace);
-        let transfer = Transfer {
-            network: s.network,
-            asset,
-            txid: txid.clone(),
-            index: 0,
-            to: to.to_owned(),
-            from: None,
-            amount: Amount(amount),
-            success: true,
-            matures_at: None,
-        };
+        let transfer = s.new_transfer("cb", to, asset, amount);
+        let txid = transfer.txid.clone();
         s.coinbase.push((transfer, final_after));
         txid
     }
@@ -359,6 +339,23 @@ impl State {
     fn take_id(&mut self) -> u64 {
         self.next_id += 1;
         self.next_id
+    }
+
+    /// A successful transfer with a fresh txid (`kind` marks how it was
+    /// made: `ff` a payment, `cb` a coinbase), from no one in particular.
+    fn new_transfer(&mut self, kind: &str, to: &str, asset: AssetId, amount: u128) -> Transfer {
+        let id = self.take_id();
+        Transfer {
+            network: self.network,
+            asset,
+            txid: format!("{:016x}{kind}{id:046x}", self.namespace),
+            index: 0,
+            to: to.to_owned(),
+            from: None,
+            amount: Amount(amount),
+            success: true,
+            matures_at: None,
+        }
     }
 
     fn maybe_fail(&mut self) -> Result<(), SourceError> {
