@@ -698,7 +698,7 @@ bitstmp = "ftp://x"
         .effective
         .unwrap();
     assert!(
-        effective.contains("rates.exchanges.urls.kraken = \"https://proxy.example:8443/…\""),
+        effective.contains("rates.exchanges.urls.kraken = \"https://proxy.example:8443\""),
         "{effective}"
     );
     for secret in ["PASSW0RD", "KEY123", "QK456"] {

@@ -47,7 +47,8 @@ mod tests {
             ("https://[::1]:443/k", "https://[::1]:443"),
             ("", ""),
             ("not a url with a key", "<redacted>"),
-            ("https://a b@host/x", "<redacted>"),
+            ("https://user:pw@host/x", "https://host"),
+            ("https://my key/x", "<redacted>"),
         ] {
             assert_eq!(shown_url(url), shown, "{url}");
         }
