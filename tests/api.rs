@@ -722,6 +722,47 @@ async fn futures_join_all<F: std::future::Future>(fs: Vec<F>) -> Vec<F::Output> 
     out.into_iter().map(|o| o.expect("ready")).collect()
 }
 
+/// Another client, on a connection of its own from `from`: `/healthz` and
+/// the storefront's creation of order `reference` each answer within
+/// `limit`.
+async fn health_and_create_within(
+    base: &str,
+    from: Option<std::net::IpAddr>,
+    reference: &str,
+    limit: std::time::Duration,
+) {
+    let fresh = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .local_address(from)
+        .build()
+        .unwrap();
+    let health = tokio::time::timeout(limit, fresh.get(format!("{base}/healthz")).send())
+        .await
+        .unwrap_or_else(|_| panic!("/healthz ({reference}) was not answered within {limit:?}"))
+        .unwrap();
+    assert!(health.status().is_success(), "{}", health.status());
+    let created = tokio::time::timeout(
+        limit,
+        fresh
+            .post(format!("{base}/v1/intents"))
+            .bearer_auth(STOREFRONT)
+            .header("content-type", "application/json")
+            .body(order(reference).to_string())
+            .send(),
+    )
+    .await
+    .unwrap_or_else(|_| {
+        panic!("the storefront's create of {reference} was not answered within {limit:?}")
+    })
+    .unwrap();
+    assert_eq!(
+        created.status(),
+        StatusCode::CREATED,
+        "{:?}",
+        created.text().await
+    );
+}
+
 /// A slowloris from one address: 1,100 connections that send nothing and
 /// 50 that send a byte a second, more than the listener's 1,024 slots.
 /// `/healthz` and an intent creation from another client still answer
@@ -767,37 +808,8 @@ async fn idle_and_byte_a_second_connections_do_not_stop_the_api() {
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
 
-    let fresh = reqwest::Client::builder()
-        .pool_max_idle_per_host(0)
-        .build()
-        .unwrap();
     let started = Instant::now();
-    let health = tokio::time::timeout(
-        Duration::from_secs(1),
-        fresh.get(format!("{}/healthz", api.client.base)).send(),
-    )
-    .await
-    .expect("/healthz answers within a second")
-    .unwrap();
-    assert!(health.status().is_success(), "{}", health.status());
-    let created = tokio::time::timeout(
-        Duration::from_secs(1),
-        fresh
-            .post(format!("{}/v1/intents", api.client.base))
-            .bearer_auth(STOREFRONT)
-            .header("content-type", "application/json")
-            .body(order("slow-1").to_string())
-            .send(),
-    )
-    .await
-    .expect("an intent is created within a second")
-    .unwrap();
-    assert_eq!(
-        created.status(),
-        StatusCode::CREATED,
-        "{:?}",
-        created.text().await
-    );
+    health_and_create_within(&api.client.base, None, "slow-1", Duration::from_secs(1)).await;
     eprintln!("both answered in {:?}", started.elapsed());
 
     // The idle connections are closed by the server, none left hanging.
@@ -878,33 +890,14 @@ async fn idle_connections_from_many_addresses_held_and_reopened_never_stop_healt
     let mut n = 0;
     while started.elapsed() < Duration::from_secs(12) {
         n += 1;
-        let fresh = reqwest::Client::builder()
-            .pool_max_idle_per_host(0)
-            .local_address(Some("127.0.2.1".parse().unwrap()))
-            .build()
-            .unwrap();
         let asked = Instant::now();
-        let health = tokio::time::timeout(
+        health_and_create_within(
+            &api.client.base,
+            Some("127.0.2.1".parse().unwrap()),
+            &format!("many-idle-{n}"),
             Duration::from_secs(2),
-            fresh.get(format!("{}/healthz", api.client.base)).send(),
         )
-        .await
-        .unwrap_or_else(|_| panic!("/healthz (ask {n}) was not answered within 2 s"))
-        .unwrap();
-        assert!(health.status().is_success(), "{}", health.status());
-        let created = tokio::time::timeout(
-            Duration::from_secs(2),
-            fresh
-                .post(format!("{}/v1/intents", api.client.base))
-                .bearer_auth(STOREFRONT)
-                .header("content-type", "application/json")
-                .body(order(&format!("many-idle-{n}")).to_string())
-                .send(),
-        )
-        .await
-        .unwrap_or_else(|_| panic!("the storefront's create (ask {n}) was not answered within 2 s"))
-        .unwrap();
-        assert_eq!(created.status(), StatusCode::CREATED);
+        .await;
         slowest = slowest.max(asked.elapsed());
         tokio::time::sleep(Duration::from_millis(1_500)).await;
     }
