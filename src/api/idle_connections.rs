@@ -84,13 +84,14 @@ impl IdleConnections {
     /// connection is busy (or already asked).
     pub(crate) fn close_longest_idle(&self) -> bool {
         let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        // Idle as long (within a millisecond): the one opened first.
         let longest = open
-            .values()
-            .filter(|a| a.busy.load(Ordering::Acquire) == 0)
-            .filter(|a| !a.asked_to_close.load(Ordering::Acquire))
-            .min_by_key(|a| a.last_active_ms.load(Ordering::Relaxed));
+            .iter()
+            .filter(|(_, a)| a.busy.load(Ordering::Acquire) == 0)
+            .filter(|(_, a)| !a.asked_to_close.load(Ordering::Acquire))
+            .min_by_key(|(id, a)| (a.last_active_ms.load(Ordering::Relaxed), **id));
         match longest {
-            Some(a) => {
+            Some((_, a)) => {
                 a.asked_to_close.store(true, Ordering::Release);
                 a.close.notify_one();
                 true
