@@ -15,6 +15,7 @@ mod export;
 mod health;
 mod idle_connections;
 mod intent_view;
+mod keyed_cap;
 pub(crate) mod latency;
 mod live;
 mod operator;

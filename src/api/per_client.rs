@@ -4,57 +4,24 @@
 //! that every other client needs. A trusted proxy's own connections are
 //! not capped: it carries every client's, and caps its own clients.
 
-use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
 
 use super::client_addr::client_key;
+use super::keyed_cap::{KeyedCap, Place};
 
 /// Open connections per client address.
-#[derive(Clone)]
-pub(crate) struct PerClient {
-    max: usize,
-    open: Arc<Mutex<HashMap<IpAddr, usize>>>,
-}
+pub(crate) struct PerClient(KeyedCap<IpAddr>);
 
 /// One connection counted against its client; uncounted when dropped.
-pub(crate) struct Held {
-    ip: IpAddr,
-    open: Arc<Mutex<HashMap<IpAddr, usize>>>,
-}
+pub(crate) type Held = Place<IpAddr>;
 
 impl PerClient {
     pub(crate) fn new(max: usize) -> PerClient {
-        PerClient {
-            max: max.max(1),
-            open: Arc::default(),
-        }
+        PerClient(KeyedCap::new(max))
     }
 
     pub(crate) fn enter(&self, addr: SocketAddr) -> Option<Held> {
-        let ip = client_key(addr.ip());
-        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        let n = open.entry(ip).or_insert(0);
-        if *n >= self.max {
-            return None;
-        }
-        *n += 1;
-        Some(Held {
-            ip,
-            open: Arc::clone(&self.open),
-        })
-    }
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = open.get_mut(&self.ip) {
-            *n -= 1;
-            if *n == 0 {
-                open.remove(&self.ip);
-            }
-        }
+        self.0.enter(client_key(addr.ip()))
     }
 }
 

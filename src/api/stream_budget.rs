@@ -14,17 +14,13 @@
 //!   every page, so many view tokens from one place cannot take the
 //!   payers' share either.
 
-use std::collections::HashMap;
-use std::hash::Hash;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::client_addr::client_key;
-
-/// Open streams per key (a view token, a client).
-type Counts<K> = Arc<Mutex<HashMap<K, usize>>>;
+use super::keyed_cap::{KeyedCap, Place};
 
 #[derive(Debug)]
 pub(crate) struct StreamBudget {
@@ -32,10 +28,8 @@ pub(crate) struct StreamBudget {
     payer_share: usize,
     storefront: Arc<Semaphore>,
     storefront_share: usize,
-    per_page_max: usize,
-    per_page: Counts<String>,
-    per_client_max: usize,
-    per_client: Counts<IpAddr>,
+    per_page: KeyedCap<String>,
+    per_client: KeyedCap<IpAddr>,
 }
 
 /// Why a stream was not opened.
@@ -55,44 +49,8 @@ pub(crate) enum Refused {
 #[derive(Debug)]
 pub(crate) struct StreamSlot {
     _permit: OwnedSemaphorePermit,
-    _page: Option<Counted<String>>,
-    _client: Option<Counted<IpAddr>>,
-}
-
-/// One stream counted under its key; uncounted when dropped.
-#[derive(Debug)]
-struct Counted<K: Hash + Eq> {
-    counts: Counts<K>,
-    key: K,
-}
-
-impl<K: Hash + Eq> Drop for Counted<K> {
-    fn drop(&mut self) {
-        let mut open = self.counts.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = open.get_mut(&self.key) {
-            *n -= 1;
-            if *n == 0 {
-                open.remove(&self.key);
-            }
-        }
-    }
-}
-
-/// Counts one more stream under `key` unless it holds `max` already.
-fn count_in<K: Hash + Eq + Clone>(counts: &Counts<K>, key: &K, max: usize) -> Option<Counted<K>> {
-    let mut open = counts.lock().unwrap_or_else(|e| e.into_inner());
-    let n = open.entry(key.clone()).or_insert(0);
-    if *n >= max {
-        if *n == 0 {
-            open.remove(key);
-        }
-        return None;
-    }
-    *n += 1;
-    Some(Counted {
-        counts: Arc::clone(counts),
-        key: key.clone(),
-    })
+    _page: Option<Place<String>>,
+    _client: Option<Place<IpAddr>>,
 }
 
 impl StreamBudget {
@@ -109,21 +67,22 @@ impl StreamBudget {
             payer_share,
             storefront: Arc::new(Semaphore::new(storefront_share)),
             storefront_share,
-            per_page_max: per_page_max.max(1),
-            per_page: Arc::default(),
-            per_client_max: per_client_max.max(1),
-            per_client: Arc::default(),
+            per_page: KeyedCap::new(per_page_max),
+            per_client: KeyedCap::new(per_client_max),
         }
     }
 
     /// A place for a payer's stream on the page of `token`, from `client`.
     pub(crate) fn payer(&self, token: &str, client: Option<IpAddr>) -> Result<StreamSlot, Refused> {
-        let page = count_in(&self.per_page, &token.to_owned(), self.per_page_max)
-            .ok_or(Refused::Page(self.per_page_max))?;
+        let page = self
+            .per_page
+            .enter(token.to_owned())
+            .ok_or(Refused::Page(self.per_page.max()))?;
         let client = match client {
             Some(ip) => Some(
-                count_in(&self.per_client, &client_key(ip), self.per_client_max)
-                    .ok_or(Refused::Client(self.per_client_max))?,
+                self.per_client
+                    .enter(client_key(ip))
+                    .ok_or(Refused::Client(self.per_client.max()))?,
             ),
             None => None,
         };
@@ -189,7 +148,7 @@ mod tests {
             Refused::Client(4),
             "another address of the same /64"
         );
-        assert!(b.per_page.lock().unwrap().get("page-9").is_none());
+        assert_eq!(b.per_page.held(&"page-9".to_owned()), 0);
         let elsewhere: Option<IpAddr> = Some("198.51.100.7".parse().unwrap());
         let _other = b.payer("page-9", elsewhere).unwrap();
         drop(held);

@@ -6,11 +6,12 @@
 //! checks stay open.
 //!
 //! IPv6 clients are counted by their /64, which one host usually holds
-//! whole. Behind a reverse proxy every client is the proxy's address, so a
-//! guesser there locks every client out for a minute: let the proxy limit
-//! its clients, or keep the storefront on an address of its own. Only a
-//! credential presented and refused counts: the payer's public routes and
-//! health checks never do, so a guesser never locks payers out.
+//! whole. Behind a reverse proxy listed in `api.trusted_proxies` the
+//! client it names is counted (client_addr.rs); behind one not listed,
+//! every client is the proxy's address and a guesser there locks them all
+//! out for a minute. Only a credential presented and refused counts: the
+//! payer's public routes and health checks never do, so a guesser never
+//! locks payers out.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
