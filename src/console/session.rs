@@ -37,27 +37,26 @@ pub(crate) const VIEWERS: &[Role] = &[Role::Operator, Role::Support];
 /// neither sign a support agent out nor into another session.
 fn cookie_session(headers: &HeaderMap, behind_tls: bool) -> Option<String> {
     let wanted = if behind_tls { TLS_NAME } else { PLAIN_NAME };
-    headers
-        .get_all(COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
+    cookies(headers)
         .find(|(name, _)| *name == wanted)
         .map(|(_, value)| value.to_owned())
         .filter(|v| v.len() == 64 && v.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
-/// Whether the request carries a console session cookie under either
-/// name, well formed or not: a credential presented, for the throttle.
-pub(crate) fn carries_session(headers: &HeaderMap) -> bool {
+/// Every `name=value` pair of the request's cookies.
+fn cookies(headers: &HeaderMap) -> impl Iterator<Item = (&str, &str)> {
     headers
         .get_all(COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .any(|(name, _)| name == PLAIN_NAME || name == TLS_NAME)
+}
+
+/// Whether the request carries a console session cookie under either
+/// name, well formed or not: a credential presented, for the throttle.
+pub(crate) fn carries_session(headers: &HeaderMap) -> bool {
+    cookies(headers).any(|(name, _)| name == PLAIN_NAME || name == TLS_NAME)
 }
 
 fn id_hash(session: &str) -> String {
