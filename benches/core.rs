@@ -181,6 +181,7 @@ fn matcher_throughput() {
             settlement: None,
             closing: None,
             refunded: false,
+            refund_mismatch: None,
             accepted_excess: None,
             reassigned_in: None,
             reference_settled_by: None,

@@ -148,7 +148,8 @@ impl Context {
             settings.reconcile.batch_size,
         )
         .with_confirm_windows(settings.confirm_windows()?)
-        .with_dust_floors(settings.dust_floors()?);
+        .with_dust_floors(settings.dust_floors()?)
+        .with_refund_check_secs(i64::from(settings.reconcile.refund_check_secs));
         Ok(Context {
             settings,
             store,

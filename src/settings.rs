@@ -86,6 +86,9 @@ pub struct RateSettings {
 pub struct ReconcileSettings {
     pub interval_ms: u64,
     pub batch_size: i64,
+    /// How long a refund's transaction may take to be seen paying its
+    /// destination before the case reopens.
+    pub refund_check_secs: u32,
     /// Per method ("ASSET:network"): `{ basis_points = 50, max = "0.001" }`.
     #[serde(default)]
     pub tolerance: BTreeMap<String, serde_json::Value>,

@@ -548,6 +548,14 @@ impl Watcher {
                 crate::twin::twin(other, &address).map(|(_, mine)| (mine, at))
             }));
         }
+        // Where refunds go out on this network: the refund's transaction is
+        // recorded like a payment, and checked against what is owed.
+        issued.extend(
+            self.deps
+                .store
+                .refund_destinations(self.cfg.network, since, now)
+                .await?,
+        );
         let mut learned: Vec<(String, i64)> = Vec::new();
         for chunk in issued.chunks(KEYS_PER_YIELD) {
             learned.extend(

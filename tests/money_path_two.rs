@@ -80,6 +80,12 @@ on_both_databases!(
     a_case_names_each_payment_its_lateness_its_claim_and_what_the_settlement_stands_on,
     // found by the model-based test (tests/money_model.rs)
     a_payment_after_support_closed_a_reversed_intent_opens_a_case,
+    // refunds checked on chain
+    a_refund_reads_refunded_only_once_its_transaction_is_final_paying_the_destination,
+    a_refund_paying_too_little_opens_a_case_until_the_transaction_that_pays_it_is_recorded,
+    a_refund_never_seen_by_its_deadline_opens_a_case,
+    a_reverted_refund_opens_a_case,
+    a_refund_the_previous_release_recorded_is_followed_on_chain,
 );
 
 /// Found 1: a top-up settled 0.4% short under 50 bp; an instance with the
@@ -1091,4 +1097,322 @@ async fn a_case_names_each_payment_its_lateness_its_claim_and_what_the_settlemen
         "{refunded}"
     );
     assert!(refunded["claimed_by"]["decision_id"].as_i64().is_some());
+}
+
+// ---------------------------------------------------------------------------
+// refunds checked on chain
+
+/// The refund's row in the storefront's view: its state on chain, and why
+/// it does not match.
+async fn refund_state(h: &Harness, id: i64) -> (Option<String>, Option<String>) {
+    let row = h
+        .row(&format!(
+            "SELECT refund_state, refund_mismatch FROM paywatch_intents WHERE intent_id = {id}"
+        ))
+        .await;
+    (
+        row.get("refund_state").map(str::to_owned),
+        row.get("refund_mismatch").map(str::to_owned),
+    )
+}
+
+/// The `refund.checked` events of intent `id`, their states in order.
+async fn refund_events(h: &Harness, id: i64) -> Vec<String> {
+    h.rows(&format!(
+        "SELECT payload FROM outbox WHERE intent_id = {id} AND topic = 'refund' ORDER BY id"
+    ))
+    .await
+    .iter()
+    .map(|r| {
+        let v: Value = serde_json::from_str(r.get("payload").unwrap()).unwrap();
+        v["refund_state"].as_str().unwrap().to_owned()
+    })
+    .collect()
+}
+
+async fn require_refund(w: &World, id: i64, key: &str, destination: &str) {
+    let (st, v) = w
+        .act(
+            id,
+            key,
+            json!({"action": "refund_required", "note": "customer asked", "actor": "ana",
+                   "destination": destination}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+}
+
+async fn refund_sent(w: &World, id: i64, key: &str, txid: &str) -> (StatusCode, Value) {
+    w.act(
+        id,
+        key,
+        json!({"action": "refund_sent", "note": "sent from the hot wallet", "actor": "ana",
+               "txid": txid}),
+    )
+    .await
+}
+
+/// Support's refund is followed by the watcher: `sent_unconfirmed` until
+/// its transaction is final paying the destination, then `refunded` with
+/// an event; a reorg that takes the transaction out says so again.
+async fn a_refund_reads_refunded_only_once_its_transaction_is_final_paying_the_destination(
+    b: Backend,
+) {
+    let mut w = World::with_harness(Harness::new(b, Network::Litecoin, 2).await).await;
+    let i = w.h.create("order", "refund-me", "LTC", "100").await;
+    w.h.pass_expiry(&i);
+    w.h.sync().await;
+    w.h.pay(&i.address, Asset::Ltc, i.amount_due);
+    w.h.mine(2);
+    w.h.sync().await;
+    assert_eq!(w.h.intent(i.id).await.exception, Some(Exception::PaidLate));
+
+    require_refund(&w, i.id, "r1", LTC_REFUND).await;
+    assert_eq!(
+        refund_state(&w.h, i.id).await.0.as_deref(),
+        Some("required")
+    );
+    let txid = w.h.pay(LTC_REFUND, Asset::Ltc, i.amount_due);
+    let (st, v) = refund_sent(&w, i.id, "r2", &txid).await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    assert_eq!(
+        refund_state(&w.h, i.id).await.0.as_deref(),
+        Some("sent_unconfirmed")
+    );
+
+    // Mined, one confirmation of two: seen, not final.
+    w.h.mine(1);
+    w.h.sync().await;
+    assert_eq!(
+        refund_state(&w.h, i.id).await.0.as_deref(),
+        Some("sent_unconfirmed")
+    );
+    w.h.mine(1);
+    w.h.sync().await;
+    assert_eq!(
+        refund_state(&w.h, i.id).await,
+        (Some("refunded".into()), None)
+    );
+    assert_eq!(refund_events(&w.h, i.id).await, ["refunded"]);
+    let r = w.h.intent(i.id).await;
+    assert_eq!(r.status, Status::Resolved, "{:?}", r.reason);
+    let (st, case) = w
+        .client
+        .call(
+            Http::GET,
+            &format!("/v1/cases/{}", i.id),
+            Some(common::api::SUPPORT),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{case}");
+    assert_eq!(case["refund"]["state"], "refunded", "{case}");
+    assert_eq!(case["refund"]["network"], "litecoin", "{case}");
+    w.assert_money_rules_hold().await;
+
+    // A reorg past finality takes the refund's transaction out: no longer
+    // refunded, and said so. Broadcast again, it is mined again: not final
+    // at one confirmation, then refunded again, each told.
+    let dropped = w.h.chain.reorg(2);
+    w.h.mine(3);
+    w.h.sync().await;
+    assert_eq!(
+        refund_state(&w.h, i.id).await.0.as_deref(),
+        Some("sent_unconfirmed"),
+        "a refund whose transaction left the chain is no longer refunded"
+    );
+    w.h.chain.rebroadcast(dropped);
+    w.h.mine(1);
+    w.h.sync().await;
+    assert_eq!(
+        refund_state(&w.h, i.id).await.0.as_deref(),
+        Some("sent_unconfirmed"),
+        "mined again, one confirmation of two"
+    );
+    w.h.mine(1);
+    w.h.sync().await;
+    assert_eq!(
+        refund_state(&w.h, i.id).await.0.as_deref(),
+        Some("refunded"),
+        "re-mined and final again"
+    );
+    assert_eq!(
+        refund_events(&w.h, i.id).await,
+        ["refunded", "sent_unconfirmed", "refunded"]
+    );
+    // Gone for good: unconfirmed until its deadline, then a case.
+    w.h.chain.reorg(2);
+    w.h.mine(3);
+    w.h.sync().await;
+    assert_eq!(
+        refund_state(&w.h, i.id).await.0.as_deref(),
+        Some("sent_unconfirmed")
+    );
+    w.h.clock.advance_secs(86_400);
+    w.h.sync().await;
+    assert_eq!(
+        refund_state(&w.h, i.id).await.0.as_deref(),
+        Some("mismatch")
+    );
+    assert_eq!(w.h.intent(i.id).await.status, Status::NeedsReview);
+    assert_eq!(
+        refund_events(&w.h, i.id).await,
+        [
+            "refunded",
+            "sent_unconfirmed",
+            "refunded",
+            "sent_unconfirmed",
+            "mismatch"
+        ]
+    );
+    w.assert_money_rules_hold().await;
+}
+
+/// A refund's transaction that pays less than what is owed opens a case
+/// with the reason; nothing else may close it; the transaction that pays
+/// it, recorded with `refund_sent` again, puts it right.
+async fn a_refund_paying_too_little_opens_a_case_until_the_transaction_that_pays_it_is_recorded(
+    b: Backend,
+) {
+    let mut w = World::new(b).await;
+    let id = w.paid_late("order", "short-refund").await;
+    let due = w.h.intent(id).await.amount_due;
+    require_refund(&w, id, "r1", LTC_REFUND).await;
+    let short = w.h.pay(LTC_REFUND, Asset::Ltc, Amount(due.0 - 1_000));
+    let (st, v) = refund_sent(&w, id, "r2", &short).await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    w.h.mine(1);
+    w.h.sync().await;
+
+    let r = w.h.intent(id).await;
+    assert_eq!(r.status, Status::NeedsReview, "{:?}", r.reason);
+    assert_eq!(r.reason_code.as_deref(), Some("refund_mismatch"));
+    let (state, why) = refund_state(&w.h, id).await;
+    assert_eq!(state.as_deref(), Some("mismatch"));
+    let why = why.expect("the mismatch says why");
+    assert!(why.contains("less than") && why.contains(&short), "{why}");
+    assert_eq!(refund_events(&w.h, id).await, ["mismatch"]);
+    let (st, v) = w.accept(id, "r3").await;
+    assert_eq!(st, StatusCode::CONFLICT, "{v}");
+    assert!(v.to_string().contains("refund_sent"), "{v}");
+
+    let full = w.h.pay(LTC_REFUND, Asset::Ltc, due);
+    let (st, v) = refund_sent(&w, id, "r4", &full).await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    w.h.mine(1);
+    w.h.sync().await;
+    assert_eq!(
+        refund_state(&w.h, id).await,
+        (Some("refunded".into()), None)
+    );
+    let r = w.h.intent(id).await;
+    assert_eq!(r.status, Status::Resolved, "{:?}", r.reason);
+    assert_eq!(refund_events(&w.h, id).await, ["mismatch", "refunded"]);
+    // Once refunded, the transaction stands: nothing replaces it.
+    let (st, v) = refund_sent(&w, id, "r5", &short).await;
+    assert_eq!(st, StatusCode::CONFLICT, "{v}");
+    w.assert_money_rules_hold().await;
+}
+
+/// A transaction id nobody can find on the network by the refund's
+/// deadline (`reconcile.refund_check_secs`, a day) opens a case.
+async fn a_refund_never_seen_by_its_deadline_opens_a_case(b: Backend) {
+    let mut w = World::new(b).await;
+    let id = w.paid_late("order", "lost-refund").await;
+    require_refund(&w, id, "r1", LTC_REFUND).await;
+    let (st, v) = refund_sent(&w, id, "r2", &"ab12".repeat(16)).await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    w.h.mine(1);
+    w.h.sync().await;
+    assert_eq!(
+        refund_state(&w.h, id).await.0.as_deref(),
+        Some("sent_unconfirmed")
+    );
+    assert_eq!(w.h.intent(id).await.status, Status::Resolved);
+
+    w.h.clock.advance_secs(86_400);
+    w.h.sync().await;
+    let r = w.h.intent(id).await;
+    assert_eq!(r.status, Status::NeedsReview, "{:?}", r.reason);
+    assert_eq!(r.reason_code.as_deref(), Some("refund_mismatch"));
+    let (state, why) = refund_state(&w.h, id).await;
+    assert_eq!(state.as_deref(), Some("mismatch"));
+    assert!(why.unwrap().contains("by the refund's deadline"));
+    assert_eq!(refund_events(&w.h, id).await, ["mismatch"]);
+    // Looked at once past the deadline: the next passes have nothing to do.
+    assert_eq!(w.h.sync().await.examined, 0);
+    w.assert_money_rules_hold().await;
+}
+
+/// A refund whose transaction failed on chain (reverted) moved nothing:
+/// a case, with the reason.
+async fn a_reverted_refund_opens_a_case(b: Backend) {
+    let mut w = World::with_harness(Harness::new(b, Network::Tron, 1).await).await;
+    let i = w.h.create("order", "reverted-refund", "TRX", "100").await;
+    w.h.pass_expiry(&i);
+    w.h.sync().await;
+    w.h.pay(&i.address, Asset::Trx, i.amount_due);
+    w.h.mine(1);
+    w.h.sync().await;
+    assert_eq!(w.h.intent(i.id).await.exception, Some(Exception::PaidLate));
+    let destination = paywatch_tron::encode_address(&[9; 20]);
+    require_refund(&w, i.id, "r1", &destination).await;
+    let txid =
+        w.h.chain
+            .pay_failed(&destination, AssetId::Known(Asset::Trx), i.amount_due.0);
+    let (st, v) = refund_sent(&w, i.id, "r2", &txid).await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    w.h.mine(1);
+    w.h.sync().await;
+    let r = w.h.intent(i.id).await;
+    assert_eq!(r.status, Status::NeedsReview, "{:?}", r.reason);
+    let (state, why) = refund_state(&w.h, i.id).await;
+    assert_eq!(state.as_deref(), Some("mismatch"));
+    assert!(why.unwrap().contains("failed"));
+    w.assert_money_rules_hold().await;
+}
+
+/// During a rolling upgrade an instance of the previous release records
+/// `refund_required` (and may record `refund_sent`) without the refund's
+/// network or state: reconcile reads such a refund as the previous release
+/// meant it, on the network the money came on, and follows it on chain.
+async fn a_refund_the_previous_release_recorded_is_followed_on_chain(b: Backend) {
+    let mut w = World::new(b).await;
+    let id = w.paid_late("order", "old-instance-refund").await;
+    let due = w.h.intent(id).await.amount_due;
+    require_refund(&w, id, "r1", LTC_REFUND).await;
+    // As the previous release writes it: no network, no state, its txid;
+    // its support action queues the intent, as every action does.
+    let txid = w.h.pay(LTC_REFUND, Asset::Ltc, due);
+    w.h.store
+        .execute_raw(&format!(
+            "UPDATE refunds SET network = NULL, state = NULL, txid = '{txid}', \
+             sent_at = required_at WHERE intent_id = {id}"
+        ))
+        .await
+        .unwrap();
+    w.h.store
+        .execute_raw(&format!(
+            "INSERT INTO reconcile_queue (network, address) \
+             SELECT network, address FROM intents WHERE id = {id}"
+        ))
+        .await
+        .unwrap();
+    w.h.mine(1);
+    w.h.sync().await;
+    assert_eq!(
+        refund_state(&w.h, id).await,
+        (Some("refunded".into()), None)
+    );
+    assert_eq!(
+        w.h.count(&format!(
+            "SELECT COUNT(*) FROM refunds WHERE intent_id = {id} AND network = 'litecoin'"
+        ))
+        .await,
+        1,
+        "the network is written back once judged"
+    );
+    assert_eq!(w.h.intent(id).await.status, Status::Resolved);
+    w.assert_money_rules_hold().await;
 }

@@ -67,10 +67,21 @@ pub struct IntentView {
 pub struct RefundView {
     /// `required` (support decided; nothing sent yet) or `sent`.
     pub status: &'static str,
+    /// What the chain shows: `required`, `sent_unconfirmed`, `refunded`
+    /// (final, paying the destination what is owed), `mismatch` (see
+    /// `mismatch`), or `unchecked` (sent before refunds were checked).
+    pub state: Option<String>,
+    /// The network it goes out on: where the money came.
+    pub network: Option<String>,
     pub destination: String,
     pub txid: Option<String>,
     pub required_at_ms: i64,
     pub sent_at_ms: Option<i64>,
+    /// Its transaction must be seen paying the destination by then.
+    pub check_by_ms: Option<i64>,
+    pub checked_at_ms: Option<i64>,
+    /// Why its transaction does not match what is owed, for support.
+    pub mismatch: Option<String>,
 }
 
 impl RefundView {
@@ -81,10 +92,15 @@ impl RefundView {
             } else {
                 "required"
             },
+            state: r.state.clone(),
+            network: r.network.clone(),
             destination: r.destination.clone(),
             txid: r.txid.clone(),
             required_at_ms: r.required_at_ms,
             sent_at_ms: r.sent_at_ms,
+            check_by_ms: r.check_by_ms,
+            checked_at_ms: r.checked_at_ms,
+            mismatch: r.mismatch.clone(),
         }
     }
 }

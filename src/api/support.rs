@@ -16,6 +16,8 @@ use super::query::{in_range, ApiQuery};
 use super::storefront::{body, header_key, label, parse_id};
 use super::ApiState;
 use crate::reconcile::{Action, ActionOutcome, CaseAction, CaseReading, PaymentReading};
+use paywatch_core::Network;
+
 use crate::store::{AuditEntry, CaseTransfer, IntentEvent, IntentRecord, RefundRecord};
 
 #[derive(Debug, Default, Deserialize)]
@@ -206,7 +208,9 @@ pub(crate) async fn case_json(s: &ApiState, id: i64, after: i64) -> Result<Value
         .collect();
     let refund = c.refund.as_ref().map(|r| {
         json!({"destination": r.destination, "required_at_ms": r.required_at_ms,
-               "txid": r.txid, "sent_at_ms": r.sent_at_ms})
+               "txid": r.txid, "sent_at_ms": r.sent_at_ms, "network": r.network,
+               "state": r.state, "check_by_ms": r.check_by_ms,
+               "checked_at_ms": r.checked_at_ms, "mismatch": r.mismatch})
     });
     let intent = &c.intent;
     Ok(json!({
@@ -261,9 +265,9 @@ async fn chain_fields(
     s: &ApiState,
     id: i64,
     r: &ActionRequest,
-) -> Result<(Option<String>, Option<String>), ApiError> {
+) -> Result<(Option<Network>, Option<String>, Option<String>), ApiError> {
     if r.destination.is_none() && r.txid.is_none() {
-        return Ok((None, None));
+        return Ok((None, None, None));
     }
     let intent = s
         .ctx
@@ -271,7 +275,7 @@ async fn chain_fields(
         .intent(id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("no intent {id}")))?;
-    let network = refund_network(&intent);
+    let network = crate::reconcile::refund_network(&intent);
     let destination = r
         .destination
         .as_deref()
@@ -284,19 +288,7 @@ async fn chain_fields(
         .map(|t| crate::pasted::txid(network, t))
         .transpose()
         .map_err(|why| ApiError::invalid(format!("txid: {why}")))?;
-    Ok((destination, txid))
-}
-
-/// Where a refund of `intent`'s owed money goes out: on the network the
-/// money came on.
-fn refund_network(intent: &IntentRecord) -> paywatch_core::Network {
-    let own = intent.method.network();
-    match intent.exception {
-        Some(crate::reconcile::Exception::WrongNetwork) => {
-            crate::twin::twin_network(own).unwrap_or(own)
-        }
-        _ => own,
-    }
+    Ok((Some(network), destination, txid))
 }
 
 /// Checks and performs one support action under `key`, in one transaction
@@ -322,7 +314,7 @@ pub(crate) async fn perform_action(
     })?;
     let actor = label("actor", required("actor", &r.actor)?, 200)?;
     let to_intent = r.to_intent.as_deref().map(parse_id).transpose()?;
-    let (destination, txid) = chain_fields(s, id, r).await?;
+    let (network, destination, txid) = chain_fields(s, id, r).await?;
     let outcome = s
         .ctx
         .reconciler
@@ -339,6 +331,16 @@ pub(crate) async fn perform_action(
             to_intent,
         })
         .await?;
+    if let (ActionOutcome::Done { .. }, Some(network), Some(d)) =
+        (&outcome, network, destination.as_deref())
+    {
+        // Watched from now in this process, so the refund's transaction is
+        // recorded when it comes; the watcher of another instance reads it
+        // from the store at its next look.
+        if let Some(w) = s.ctx.watch.get(&network) {
+            w.insert(d);
+        }
+    }
     match outcome {
         ActionOutcome::Done { audit_id } => Ok(Acted::Done(audit_id)),
         ActionOutcome::Replayed { audit_id } => Ok(Acted::Replayed(audit_id)),

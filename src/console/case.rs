@@ -276,8 +276,12 @@ fn refund(h: &mut Html, c: &CaseFile) {
     h.raw("<table id=\"refund\">")
         .field("Destination", &r.destination)
         .field("Required", utc(r.required_at_ms))
+        .field("Network", or_dash(r.network.as_deref()))
         .field("Transaction", or_dash(r.txid.as_deref()))
         .field("Sent", utc_or_dash(r.sent_at_ms))
+        .field("On chain", or_dash(r.state.as_deref()))
+        .field("To be seen by", utc_or_dash(r.check_by_ms))
+        .field("Mismatch", or_dash(r.mismatch.as_deref()))
         .raw("</table>");
 }
 

@@ -86,6 +86,10 @@ pub(crate) const WORDS: &[(&str, &str)] = &[
         "reference_paid_elsewhere",
         "This order was paid another way. Do not send money to this address.",
     ),
+    (
+        "refund_mismatch",
+        "The shop's support is checking the refund it sent you.",
+    ),
     // By status, for a code this table does not know yet.
     ("confirming", "Payment seen. It is confirming on the network."),
     ("expired", "This payment expired. Do not send money to this address."),

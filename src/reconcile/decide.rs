@@ -179,7 +179,17 @@ impl Tally {
 
 pub fn decide(f: &IntentFacts<'_>) -> Verdict {
     let mut tally = Tally::of(f);
-    let r = rule(f, &tally);
+    let mut r = rule(f, &tally);
+    // A refund the chain shows wrong is a case, whatever else stands: the
+    // money and the settlement move as ruled, a person looks.
+    if let Some(why) = f.refund_mismatch {
+        if r.status != Status::NeedsReview {
+            r.status = Status::NeedsReview;
+            r.reason = Reason::RefundMismatch {
+                why: why.to_owned(),
+            };
+        }
+    }
     let amount_final = tally.final_total();
     Verdict {
         status: r.status,
@@ -787,6 +797,7 @@ mod tests {
             settlement: None,
             closing: None,
             refunded: false,
+            refund_mismatch: None,
             accepted_excess: None,
             reassigned_in: None,
             reference_settled_by: None,

@@ -10,6 +10,7 @@
 //! | `settlement`    | a reference was `settled`, `reversed` or `recredited`  |
 //! | `ledger`        | a ledger entry was posted (credit, reversal, debit)   |
 //! | `decision`      | support recorded a decision on a case                 |
+//! | `refund`        | the chain showed a refund's transaction `sent_unconfirmed`, `refunded` or a `mismatch` |
 
 use serde_json::{json, Value};
 
@@ -174,6 +175,31 @@ pub(crate) fn decision(
             "account": intent.account,
             "action": action,
             "to_intent": to_intent,
+        }),
+    )
+}
+
+/// What the chain now shows of a refund support sent.
+pub(crate) fn refund_checked(
+    intent: &IntentRecord,
+    r: &crate::store::RefundRow,
+    check: &super::refund_check::RefundCheck,
+) -> OutboxEvent {
+    event(
+        "refund",
+        Some(intent.id),
+        Some((intent.kind.as_str(), &intent.reference)),
+        json!({
+            "event": "refund.checked",
+            "intent_id": intent.id,
+            "kind": intent.kind.as_str(),
+            "reference": intent.reference,
+            "account": intent.account,
+            "refund_state": check.state.as_str(),
+            "refund_txid": r.txid,
+            "refund_destination": r.destination,
+            "refund_network": r.network.as_str(),
+            "refund_mismatch": check.mismatch,
         }),
     )
 }

@@ -212,6 +212,9 @@ pub struct IntentFacts<'a> {
     pub closing: Option<Closing>,
     /// A refund support required has been sent.
     pub refunded: bool,
+    /// Why the refund's transaction, as the chain shows it, does not match
+    /// what is owed (see `refund_check`): a case for a person.
+    pub refund_mismatch: Option<&'a str>,
     /// Support accepted this intent's excess after it settled by its own
     /// money.
     pub accepted_excess: Option<AcceptedExcess>,

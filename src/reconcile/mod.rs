@@ -12,6 +12,7 @@ mod excess;
 mod facts;
 mod matcher;
 mod reason;
+mod refund_check;
 mod status;
 mod support;
 pub mod time_policy;
@@ -35,7 +36,9 @@ pub use facts::{
 };
 pub use matcher::{Grouping, Matcher};
 pub use reason::Reason;
+pub use refund_check::RefundState;
 pub use status::{Exception, Outcome, Status, UnknownName};
+pub(crate) use support::refund_network;
 pub use support::{ActionOutcome, CaseAction};
 pub use time_policy::default_confirm_window_secs;
 pub use tolerance::{Tolerance, MAX_BASIS_POINTS};
@@ -59,6 +62,10 @@ pub struct PassReport {
 /// enough for dozens of debits of one account arriving at once.
 const CONFLICT_RETRIES: usize = 60;
 
+/// A day: a refund broadcast with a low fee is seen in the mempool long
+/// before it is mined, and one never seen in a day was not sent as recorded.
+pub const DEFAULT_REFUND_CHECK_SECS: i64 = 86_400;
+
 #[derive(Debug, Clone)]
 pub struct Reconciler {
     store: Store,
@@ -81,6 +88,7 @@ impl Reconciler {
                 tolerance,
                 confirm_windows: HashMap::new(),
                 dust_floors: HashMap::new(),
+                refund_check_ms: DEFAULT_REFUND_CHECK_SECS * 1000,
             },
             batch_size,
         }
@@ -100,6 +108,14 @@ impl Reconciler {
         floors: HashMap<Method, paywatch_core::Amount>,
     ) -> Reconciler {
         self.policy.dust_floors = floors;
+        self
+    }
+
+    /// How long a refund's transaction may take to be seen paying its
+    /// destination (`reconcile.refund_check_secs`), recorded with each
+    /// refund when it is sent.
+    pub fn with_refund_check_secs(mut self, secs: i64) -> Reconciler {
+        self.policy.refund_check_ms = secs.saturating_mul(1000);
         self
     }
 

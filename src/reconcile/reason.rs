@@ -106,6 +106,11 @@ pub enum Reason {
         by: SettledBy,
         money_arrived: bool,
     },
+    /// The refund's transaction, as the chain shows it, is not what was
+    /// owed; in a sentence (see `refund_check`).
+    RefundMismatch {
+        why: String,
+    },
 }
 
 impl Reason {
@@ -138,11 +143,12 @@ impl Reason {
             Reason::ExcessReversedByReorg { .. } => "excess_reversed_by_reorg",
             Reason::StillReversed { .. } => "still_reversed",
             Reason::ReferencePaidElsewhere { .. } => "reference_paid_elsewhere",
+            Reason::RefundMismatch { .. } => "refund_mismatch",
         }
     }
 
     /// Every code [`Reason::code`] gives, for the documentation's test.
-    pub const CODES: [&'static str; 24] = [
+    pub const CODES: [&'static str; 25] = [
         "resolved_by_support",
         "paid_by_reassign",
         "awaiting_payment",
@@ -167,6 +173,7 @@ impl Reason {
         "excess_reversed_by_reorg",
         "still_reversed",
         "reference_paid_elsewhere",
+        "refund_mismatch",
     ];
 
     /// A sentence a support agent can act on; support's own notes stay in
@@ -337,6 +344,7 @@ impl Reason {
                     format!("the reference was already paid by {by}")
                 }
             }
+            Reason::RefundMismatch { why } => format!("the refund does not match: {why}"),
         }
     }
 }
@@ -410,6 +418,7 @@ mod tests {
                 by: SettledBy::Balance,
                 money_arrived: false,
             },
+            Reason::RefundMismatch { why: String::new() },
         ];
         let codes: Vec<&str> = every.iter().map(Reason::code).collect();
         assert_eq!(codes, Reason::CODES);

@@ -136,7 +136,11 @@ impl Reconciler {
         match a.action {
             Action::RefundRequired => {
                 let dest = a.destination.unwrap_or_default();
-                if !store.require_refund(&mut tx, intent.id, dest, now).await? {
+                let network = refund_network(&intent);
+                if !store
+                    .require_refund(&mut tx, intent.id, network, dest, now)
+                    .await?
+                {
                     return Ok(ActionOutcome::Refused(format!(
                         "intent {} already has a refund recorded",
                         intent.id
@@ -145,9 +149,15 @@ impl Reconciler {
             }
             Action::RefundSent => {
                 let txid = a.txid.unwrap_or_default();
-                if !store.refund_sent(&mut tx, intent.id, txid, now).await? {
+                let check_by = now.saturating_add(self.policy.refund_check_ms);
+                if !store
+                    .refund_sent(&mut tx, intent.id, txid, now, check_by)
+                    .await?
+                {
                     return Ok(ActionOutcome::Refused(format!(
-                        "intent {} has no refund awaiting its transaction (record refund_required first)",
+                        "intent {} has no refund awaiting its transaction (record refund_required \
+                         first; a refund already sent is replaced only once the chain showed it a \
+                         mismatch)",
                         intent.id
                     )));
                 }
@@ -243,6 +253,18 @@ impl Reconciler {
             .into_iter()
             .find(|(id, _)| *id == intent.id)
             .map(|(_, v)| v);
+        // A refund the chain showed wrong is put right by the transaction
+        // that pays it; until then nothing else may close the case, or the
+        // money owed could be settled, credited or dismissed beside it.
+        if let Some(super::Reason::RefundMismatch { why }) = verdict.as_ref().map(|v| &v.reason) {
+            if a.action != Action::RefundSent {
+                return conflict(format!(
+                    "intent {}'s refund does not match what the chain shows ({why}): record the \
+                     transaction that pays it with refund_sent",
+                    intent.id
+                ));
+            }
+        }
         let own_settlement = facts
             .settlements
             .get(&(intent.kind, intent.reference.clone()))
@@ -497,6 +519,17 @@ struct Plan {
     through: Option<i64>,
     amount: u128,
     payments: Vec<DecisionPayment>,
+}
+
+/// Where a refund of `intent`'s owed money goes out: on the network the
+/// money came on (USDT sent on Tron to an Ethereum intent's address goes
+/// back on Tron).
+pub(crate) fn refund_network(intent: &IntentRecord) -> Network {
+    let own = intent.method.network();
+    match intent.exception {
+        Some(Exception::WrongNetwork) => crate::twin::twin_network(own).unwrap_or(own),
+        _ => own,
+    }
 }
 
 fn describe(by: super::SettledBy) -> String {

@@ -14,10 +14,11 @@ use super::facts::{
     AcceptedExcess, Action, Closing, IntentFacts, Reassigned, SeenTransfer, SettledBy,
     SettlementFacts, Via,
 };
+use super::refund_check::{self, RefundCheck};
 use super::{Attributed, Matcher, PassReport, Tolerance};
 use crate::store::{
-    Facts, IntentRecord, LedgerPosting, NewSettlement, OutboxEvent, SettlementRow, Store,
-    StoreError, Tx, VerdictWrite,
+    Facts, IntentRecord, LedgerPosting, NewSettlement, OutboxEvent, RefundCheckWrite, RefundRow,
+    SettlementRow, Store, StoreError, Tx, VerdictWrite,
 };
 use crate::IntentKind;
 
@@ -30,6 +31,9 @@ pub(crate) struct Policy {
     pub confirm_windows: HashMap<Network, i64>,
     /// `reconcile.dust_floor`, in base units, per method.
     pub dust_floors: HashMap<Method, paywatch_core::Amount>,
+    /// How long a refund's transaction may take to be seen paying its
+    /// destination.
+    pub refund_check_ms: i64,
 }
 
 impl Policy {
@@ -56,12 +60,14 @@ pub(crate) async fn write(
     now: i64,
 ) -> Result<Written, StoreError> {
     let (attributed, basis, away) = read_rows(facts);
+    let refunds = refund_checks(facts, now);
     let reading = Reading {
         facts,
         policy,
         attributed: &attributed,
         basis: &basis,
         away: &away,
+        refunds: &refunds,
         now,
     };
 
@@ -282,6 +288,34 @@ pub(crate) async fn write(
         })
         .collect();
     store.write_verdicts(tx, &writes, now).await?;
+    let checked: Vec<(&RefundRow, &RefundCheck)> = refunds
+        .iter()
+        .filter_map(|(id, c)| Some((facts.refunds.get(id)?, c)))
+        .filter(|(r, c)| c.to_write(r, now))
+        .collect();
+    store
+        .write_refund_checks(
+            tx,
+            &checked
+                .iter()
+                .map(|(r, c)| RefundCheckWrite {
+                    intent_id: r.intent_id,
+                    network: r.network,
+                    state: c.state,
+                    mismatch: c.mismatch.as_deref(),
+                })
+                .collect::<Vec<_>>(),
+            now,
+        )
+        .await?;
+    let refund_events: Vec<OutboxEvent> = checked
+        .iter()
+        .filter(|(r, c)| c.state != r.state || c.mismatch != r.mismatch)
+        .filter_map(|(r, c)| {
+            let i = facts.intents.iter().find(|i| i.id == r.intent_id)?;
+            Some(events::refund_checked(i, r, c))
+        })
+        .collect();
     let dust: Vec<(i64, i64)> = facts
         .intents
         .iter()
@@ -298,6 +332,7 @@ pub(crate) async fn write(
     // Status first: a reader of the feed sees the intent paid, then the
     // settlement and ledger entries that go with it.
     let mut ordered = changed;
+    ordered.extend(refund_events);
     ordered.append(&mut out.events);
     out.events = ordered;
     Ok(out)
@@ -307,12 +342,14 @@ pub(crate) async fn write(
 /// (nothing written): what support's actions check themselves against.
 pub(crate) fn verdicts(facts: &Facts, policy: &Policy, now: i64) -> Vec<(i64, Verdict)> {
     let (attributed, basis, away) = read_rows(facts);
+    let refunds = refund_checks(facts, now);
     let reading = Reading {
         facts,
         policy,
         attributed: &attributed,
         basis: &basis,
         away: &away,
+        refunds: &refunds,
         now,
     };
     (0..facts.intents.len())
@@ -338,6 +375,38 @@ fn read_rows(facts: &Facts) -> (Attributed<'_>, Rows<'_>, Rows<'_>) {
         .collect();
     let away = claimed_away(facts, &basis);
     (attributed, basis, away)
+}
+
+/// By intent, what the chain says of the refund support required on it:
+/// what the refund owes, read from the payments its `refund_required`
+/// claimed (or the excess it carries), against the rows of its transaction.
+fn refund_checks(facts: &Facts, now: i64) -> HashMap<i64, RefundCheck> {
+    let mut out = HashMap::new();
+    for (id, r) in &facts.refunds {
+        let Some(i) = facts.intents.iter().find(|i| i.id == *id) else {
+            continue;
+        };
+        let Some(d) = facts
+            .decisions
+            .iter()
+            .rfind(|d| d.intent_id == *id && d.action == Action::RefundRequired)
+        else {
+            continue;
+        };
+        let claimed = facts
+            .basis
+            .get(&d.id)
+            .map_or(&[][..], |b| b.rows.as_slice());
+        let owed = refund_check::owed(claimed, d.amount, i.method);
+        let rows: Vec<&crate::store::TransferRecord> = facts
+            .refund_rows
+            .iter()
+            .filter(|t| r.txid.as_deref() == Some(t.txid.as_str()))
+            .collect();
+        let final_height = facts.final_heights.get(&r.network).copied();
+        out.insert(*id, refund_check::check(r, &owed, &rows, final_height, now));
+    }
+    out
 }
 
 /// Rows of payments, by decision or by intent.
@@ -414,6 +483,8 @@ struct Reading<'a> {
     attributed: &'a Attributed<'a>,
     basis: &'a Rows<'a>,
     away: &'a Rows<'a>,
+    /// By intent, what the chain says of its refund.
+    refunds: &'a HashMap<i64, RefundCheck>,
     now: i64,
 }
 
@@ -511,6 +582,7 @@ impl<'a> Reading<'a> {
             settlement,
             closing,
             refunded,
+            refund_mismatch: self.refunds.get(&i.id).and_then(|c| c.mismatch.as_deref()),
             accepted_excess,
             reassigned_in,
             reference_settled_by,

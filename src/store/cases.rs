@@ -30,6 +30,15 @@ pub struct RefundRecord {
     pub required_at_ms: i64,
     pub txid: Option<String>,
     pub sent_at_ms: Option<i64>,
+    /// Where it goes out: the network the money came on.
+    pub network: Option<String>,
+    /// What the chain shows of it (`reconcile::RefundState`'s names).
+    pub state: Option<String>,
+    /// Its transaction must be seen paying the destination by then.
+    pub check_by_ms: Option<i64>,
+    pub checked_at_ms: Option<i64>,
+    /// Why its transaction does not match what is owed.
+    pub mismatch: Option<String>,
 }
 
 impl Store {
@@ -60,7 +69,8 @@ impl Store {
 
     pub async fn refund(&self, intent_id: i64) -> Result<Option<RefundRecord>, StoreError> {
         let row = sqlx::query(
-            "SELECT destination, required_at, txid, sent_at FROM refunds WHERE intent_id = $1",
+            "SELECT destination, required_at, txid, sent_at, network, state, check_by, checked_at, \
+             mismatch FROM refunds WHERE intent_id = $1",
         )
         .bind(intent_id)
         .fetch_optional(self.pool())
@@ -71,6 +81,11 @@ impl Store {
                 required_at_ms: r.try_get("required_at")?,
                 txid: r.try_get("txid")?,
                 sent_at_ms: r.try_get("sent_at")?,
+                network: r.try_get("network")?,
+                state: r.try_get("state")?,
+                check_by_ms: r.try_get("check_by")?,
+                checked_at_ms: r.try_get("checked_at")?,
+                mismatch: r.try_get("mismatch")?,
             })
         })
         .transpose()

@@ -200,20 +200,23 @@ impl Store {
         Ok(out)
     }
 
-    /// Records the refund support owes; false when one is recorded already.
+    /// Records the refund support owes, going out on `network`; false when
+    /// one is recorded already.
     pub(crate) async fn require_refund(
         &self,
         tx: &mut Tx,
         intent_id: i64,
+        network: paywatch_core::Network,
         destination: &str,
         now_ms: i64,
     ) -> Result<bool, StoreError> {
         Ok(sqlx::query(
-            "INSERT INTO refunds (intent_id, destination, required_at) VALUES ($1, $2, $3) \
-             ON CONFLICT DO NOTHING",
+            "INSERT INTO refunds (intent_id, network, destination, required_at, state) \
+             VALUES ($1, $2, $3, $4, 'required') ON CONFLICT DO NOTHING",
         )
         .bind(intent_id)
-        .bind(destination)
+        .bind(network.as_str())
+        .bind(network.normalize_address(destination).as_ref())
         .bind(now_ms)
         .execute(&mut **tx)
         .await?
@@ -221,20 +224,26 @@ impl Store {
             > 0)
     }
 
-    /// Records the refund's transaction; false when none awaits one.
+    /// Records the refund's transaction, to be seen on chain by
+    /// `check_by_ms`; false when none awaits one. A transaction the chain
+    /// showed wrong (`mismatch`) is replaced by the one support sent next.
     pub(crate) async fn refund_sent(
         &self,
         tx: &mut Tx,
         intent_id: i64,
         txid: &str,
         now_ms: i64,
+        check_by_ms: i64,
     ) -> Result<bool, StoreError> {
         Ok(sqlx::query(
-            "UPDATE refunds SET txid = $2, sent_at = $3 WHERE intent_id = $1 AND txid IS NULL",
+            "UPDATE refunds SET txid = $2, sent_at = $3, check_by = $4, \
+             state = 'sent_unconfirmed', mismatch = NULL, checked_at = NULL \
+             WHERE intent_id = $1 AND (txid IS NULL OR state = 'mismatch')",
         )
         .bind(intent_id)
         .bind(txid)
         .bind(now_ms)
+        .bind(check_by_ms)
         .execute(&mut **tx)
         .await?
         .rows_affected()

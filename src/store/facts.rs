@@ -70,6 +70,10 @@ pub(crate) struct Facts {
     pub final_heights: HashMap<Network, u64>,
     /// By intent, its overpayment's excess as the ledger holds it.
     pub excess_ledger: HashMap<i64, ExcessLedger>,
+    /// By intent, the refund support required.
+    pub refunds: HashMap<i64, super::RefundRow>,
+    /// Every row recorded for the refunds' transactions, orphaned included.
+    pub refund_rows: Vec<TransferRecord>,
 }
 
 /// An intent's excess entries in the ledger (`excess:…`, `excess_reversal:…`).
@@ -170,6 +174,9 @@ impl Store {
                 ids.push(r.try_get("to_intent")?);
             }
         }
+        // Money at a refund's destination may be the refund's transaction.
+        ids.extend(self.intents_refunding_to(tx, pairs).await?);
+        ids.extend(self.refunds_past_deadline(tx, now_ms, limit).await?);
         let mut intents = self.lock_intents(tx, &ids).await?;
         let mut rows = Vec::new();
         let sql = self.sql(&format!(
@@ -291,6 +298,21 @@ impl Store {
             .collect();
         if !accepted.is_empty() {
             facts.excess_ledger = self.excess_ledger_of(tx, &accepted).await?;
+        }
+        // Only intents support required a refund on: most passes read one
+        // empty index range here.
+        if facts
+            .decisions
+            .iter()
+            .any(|d| d.action == Action::RefundRequired)
+        {
+            facts.refunds = self.refunds_of(tx, &ids).await?;
+            let sent: Vec<(Network, &str)> = facts
+                .refunds
+                .values()
+                .filter_map(|r| Some((r.network, r.txid.as_deref()?)))
+                .collect();
+            facts.refund_rows = self.rows_of_transactions(tx, &sent).await?;
         }
         for row in sqlx::query("SELECT network, final_height FROM chain_state")
             .fetch_all(&mut **tx)

@@ -281,6 +281,16 @@ const POSTGRES: Embedded = &[
         "ledger by intent",
         include_str!("../../migrations/postgres/0055_ledger_by_intent.sql"),
     ),
+    (
+        56,
+        "refund checks",
+        include_str!("../../migrations/postgres/0056_refund_checks.sql"),
+    ),
+    (
+        57,
+        "refunds watched",
+        include_str!("../../migrations/postgres/0057_refunds_watched.sql"),
+    ),
 ];
 const SQLITE: Embedded = &[
     (
@@ -552,6 +562,16 @@ const SQLITE: Embedded = &[
         55,
         "ledger by intent",
         include_str!("../../migrations/sqlite/0055_ledger_by_intent.sql"),
+    ),
+    (
+        56,
+        "refund checks",
+        include_str!("../../migrations/sqlite/0056_refund_checks.sql"),
+    ),
+    (
+        57,
+        "refunds watched",
+        include_str!("../../migrations/sqlite/0057_refunds_watched.sql"),
     ),
 ];
 

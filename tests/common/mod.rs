@@ -312,6 +312,15 @@ impl Harness {
                 }
             }
         }
+        // And the destinations of open and recently refunded refunds, whose
+        // transactions are checked on chain.
+        for (destination, _) in store
+            .refund_destinations(self.network, 0, self.clock.now_ms())
+            .await
+            .unwrap()
+        {
+            watch.insert(&destination);
+        }
         let (intents, ingest, reconciler) = components(
             &store,
             &self.clock,
