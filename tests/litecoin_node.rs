@@ -332,6 +332,123 @@ async fn reorg_before_finality_returns_the_intent(via: Via) {
     assert_eq!(w.daemon.count("SELECT COUNT(*) FROM settlements").await, 0);
 }
 
+/// A refund support sends is followed on the real chain by the watcher,
+/// which learns its destination from the store as another instance's would:
+/// one that pays too little is a mismatch and reopens the case; the one
+/// that pays it reads `refunded` once final.
+async fn a_refund_is_followed_on_chain_until_final(via: Via) {
+    let opts = Options {
+        expiry_secs: if via == Via::Electrum { 30 } else { 10 },
+        ..Options::default()
+    };
+    let w = world(via, NodeOptions::default(), opts).await;
+    let late = w.daemon.order("gpu-refund", "100").await;
+    w.daemon
+        .wait_for(late.id, "expired", |i| i.status == Status::Expired)
+        .await;
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    w.pay(&late.address, "1").await;
+    w.mine(6).await;
+    w.daemon
+        .wait_for(late.id, "paid late", |i| {
+            i.exception == Some(Exception::PaidLate)
+        })
+        .await;
+
+    let destination = w.node.new_address().await.expect("a wallet address");
+    let act = |action, key: &'static str, destination: Option<String>, txid: Option<String>| {
+        let ctx = &w.daemon.ctx;
+        async move {
+            ctx.reconciler
+                .act(&paywatch::reconcile::CaseAction {
+                    intent_id: late.id,
+                    action,
+                    role: "support",
+                    actor: "ana",
+                    token_name: "support",
+                    note: "the customer asked for the money back",
+                    key,
+                    destination: destination.as_deref(),
+                    txid: txid.as_deref(),
+                    to_intent: None,
+                })
+                .await
+                .expect("the action is recorded")
+        }
+    };
+    use paywatch::reconcile::{Action, ActionOutcome};
+    let done = |o: ActionOutcome| assert!(matches!(o, ActionOutcome::Done { .. }), "{o:?}");
+    done(
+        act(
+            Action::RefundRequired,
+            "r1",
+            Some(destination.clone()),
+            None,
+        )
+        .await,
+    );
+    // Sent at once: the watcher learns the destination at its next look
+    // and reads again the blocks since the refund was required.
+    let short = w.pay(&destination, "0.5").await;
+    done(act(Action::RefundSent, "r2", None, Some(short.clone())).await);
+    w.mine(6).await;
+    let case = w
+        .daemon
+        .wait_for(late.id, "a case for the short refund", |i| {
+            i.reason_code.as_deref() == Some("refund_mismatch")
+        })
+        .await;
+    assert_eq!(case.status, Status::NeedsReview);
+    assert!(
+        case.reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains("less than"),
+        "{:?}",
+        case.reason
+    );
+
+    let full = w.pay(&destination, "1").await;
+    done(act(Action::RefundSent, "r3", None, Some(full.clone())).await);
+    w.daemon
+        .wait_for(late.id, "resolved while the refund confirms", |i| {
+            i.status == Status::Resolved
+        })
+        .await;
+    let unconfirmed = w
+        .daemon
+        .count("SELECT COUNT(*) FROM refunds WHERE state = 'sent_unconfirmed'")
+        .await;
+    assert_eq!(unconfirmed, 1, "not final before six confirmations");
+    w.mine(6).await;
+    w.settle_backend().await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while w
+        .daemon
+        .count("SELECT COUNT(*) FROM refunds WHERE state = 'refunded'")
+        .await
+        == 0
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the refund never read refunded:\n{}",
+            w.daemon.transfers_table().await
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        w.daemon
+            .count(&format!(
+                "SELECT COUNT(*) FROM transfers WHERE txid = '{full}' AND to_address = '{destination}' \
+                 AND orphaned_at IS NULL AND final_at IS NOT NULL"
+            ))
+            .await,
+        1,
+        "the refund's output recorded as the watcher saw it"
+    );
+    w.daemon.assert_money_rules().await;
+}
+
 /// Each story once per backend: `via_node::name` and `via_electrumx::name`.
 macro_rules! on_both_backends {
     ($($name:ident => $story:ident),+ $(,)?) => {
@@ -352,6 +469,7 @@ on_both_backends!(
     overpaid_then_second_payment => overpaid_is_paid_for_its_price_and_its_excess_and_a_second_payment_need_review,
     underpaid_and_late => underpaid_and_late_payments_need_review,
     reorg_before_finality => reorg_before_finality_returns_the_intent,
+    refund_followed_on_chain => a_refund_is_followed_on_chain_until_final,
 );
 
 /// The same story on PostgreSQL, as production runs it.

@@ -106,11 +106,27 @@ enum PayHow {
 /// block as the chain crates write it.
 const MODEL_MATURITY: u64 = 6;
 
+/// What support's refund transaction does on chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RefundHow {
+    /// Pays the destination more than anything owed.
+    Full,
+    /// One base unit: too little.
+    Short,
+    /// Fails on chain (reverted): moves nothing.
+    Failed,
+    /// A transaction id nobody ever mines.
+    Never,
+}
+
+/// Where the model's refunds go: watched once required, as the daemon does.
+const REFUND_DESTINATION: &str = "rltc1qrefund";
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum SupportStep {
     Accept,
     RefundRequired,
-    RefundSent,
+    RefundSent { how: RefundHow },
     Reassign { to: u8 },
     Dismiss,
 }
@@ -217,7 +233,12 @@ fn step() -> impl Strategy<Value = Step> {
         3 => (slot.clone(), prop_oneof![
             3 => Just(SupportStep::Accept),
             1 => Just(SupportStep::RefundRequired),
-            1 => Just(SupportStep::RefundSent),
+            1 => prop_oneof![
+                3 => Just(RefundHow::Full),
+                1 => Just(RefundHow::Short),
+                1 => Just(RefundHow::Failed),
+                1 => Just(RefundHow::Never),
+            ].prop_map(|how| SupportStep::RefundSent { how }),
             2 => (0u8..8).prop_map(|to| SupportStep::Reassign { to }),
             1 => Just(SupportStep::Dismiss),
         ]).prop_map(|(intent, step)| Step::Support { intent, step }),
@@ -334,6 +355,10 @@ struct Coverage {
     other_instance_looks: AtomicUsize,
     /// Tron intents that ended with wrong-network money before a person.
     wrong_network: AtomicUsize,
+    /// Refunds whose transaction the chain showed final and paying, and
+    /// those it showed wrong (short, failed, elsewhere, never seen).
+    refunds_refunded: AtomicUsize,
+    refunds_mismatched: AtomicUsize,
 }
 
 impl Coverage {
@@ -351,6 +376,8 @@ impl Coverage {
             coinbase_settled: AtomicUsize::new(0),
             other_instance_looks: AtomicUsize::new(0),
             wrong_network: AtomicUsize::new(0),
+            refunds_refunded: AtomicUsize::new(0),
+            refunds_mismatched: AtomicUsize::new(0),
         }
     }
 }
@@ -631,11 +658,27 @@ async fn apply(h: &mut Harness, m: &mut Model, step: Step) -> Result<bool, Strin
             let (action, to) = match step {
                 SupportStep::Accept => (Action::Accept, None),
                 SupportStep::RefundRequired => (Action::RefundRequired, None),
-                SupportStep::RefundSent => (Action::RefundSent, None),
+                SupportStep::RefundSent { .. } => (Action::RefundSent, None),
                 SupportStep::Reassign { to } => {
                     (Action::Reassign, m.intent(to).map(|t| m.intents[t].id))
                 }
                 SupportStep::Dismiss => (Action::Dismiss, None),
+            };
+            // The refund's transaction, sent as support records it: on
+            // the chain the run watches (a refund owed on another network,
+            // or in another asset, is a mismatch there).
+            let never = "ab".repeat(32);
+            let refund_tx = match step {
+                SupportStep::RefundSent { how } => {
+                    let asset = AssetId::Known(m.chain.asset());
+                    match how {
+                        RefundHow::Full => h.chain.pay(REFUND_DESTINATION, asset, 1 << 60),
+                        RefundHow::Short => h.chain.pay(REFUND_DESTINATION, asset, 1),
+                        RefundHow::Failed => h.chain.pay_failed(REFUND_DESTINATION, asset, 1 << 60),
+                        RefundHow::Never => never.clone(),
+                    }
+                }
+                _ => never.clone(),
             };
             let outcome = h
                 .reconciler
@@ -647,8 +690,8 @@ async fn apply(h: &mut Harness, m: &mut Model, step: Step) -> Result<bool, Strin
                     token_name: "model-token",
                     note: "a step of the model",
                     key: &key,
-                    destination: Some("rltc1qrefund"),
-                    txid: Some("refund-tx"),
+                    destination: Some(REFUND_DESTINATION),
+                    txid: Some(&refund_tx),
                     to_intent: to,
                 })
                 .await
@@ -659,6 +702,9 @@ async fn apply(h: &mut Harness, m: &mut Model, step: Step) -> Result<bool, Strin
                 _ => count(&cov.support_refused, 1),
             }
             if let ActionOutcome::Done { .. } = outcome {
+                if action == Action::RefundRequired {
+                    h.watch.insert(REFUND_DESTINATION);
+                }
                 m.intents[p].touched = true;
                 if let Some(to) = to {
                     if let Some(t) = m.intents.iter_mut().find(|i| i.id == to) {
@@ -1094,6 +1140,16 @@ async fn run_steps(
         format!("SELECT COUNT(*) FROM outbox WHERE topic = 'settlement' AND payload LIKE '%settlement.{event}%'")
     };
     count(&cov.settled, h.count(&topic("settled")).await as usize);
+    count(
+        &cov.refunds_refunded,
+        h.count("SELECT COUNT(*) FROM refunds WHERE state = 'refunded'")
+            .await as usize,
+    );
+    count(
+        &cov.refunds_mismatched,
+        h.count("SELECT COUNT(*) FROM refunds WHERE state = 'mismatch'")
+            .await as usize,
+    );
     count(&cov.reversed, h.count(&topic("reversed")).await as usize);
     count(
         &cov.recredited,
@@ -1148,7 +1204,8 @@ fn explore(backend: Backend, chain: Chain, default_cases: u32) {
          reversed {}, credited again {}; support actions done {}, refused {}, not final {}; \
          orders paid from the balance {}; simple payments the model expected settled {} \
          ({} of them matured coinbases); looks reconciled by a second instance with other \
-         settings {}; wrong-network money put before a person {}",
+         settings {}; wrong-network money put before a person {}; refunds read refunded on \
+         chain {}, mismatched {}",
         c(&cov.steps),
         started.elapsed().as_secs_f64(),
         c(&cov.settled),
@@ -1162,6 +1219,8 @@ fn explore(backend: Backend, chain: Chain, default_cases: u32) {
         c(&cov.coinbase_settled),
         c(&cov.other_instance_looks),
         c(&cov.wrong_network),
+        c(&cov.refunds_refunded),
+        c(&cov.refunds_mismatched),
     );
     if let Err(e) = result {
         panic!("{e}");
