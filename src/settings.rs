@@ -759,6 +759,14 @@ impl Settings {
         if self.intents.expiry_secs <= 0 {
             out.push("intents.expiry_secs must be above 0".into());
         }
+        if self.reconcile.refund_check_secs == 0 {
+            // A deadline of now would call every refund sent "not seen".
+            out.push(
+                "reconcile.refund_check_secs must be above 0 (how long a refund's transaction \
+                 may take to be seen on chain)"
+                    .into(),
+            );
+        }
         if let Err(e) = crate::api::TokenTable::from_settings(&self.api) {
             out.push(e.to_string());
         }

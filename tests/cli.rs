@@ -1705,6 +1705,9 @@ url = "postgres://paywatch:{PLANTED}@127.0.0.1:5432/paywatch"
 [intents]
 expiry_secs = 0
 
+[reconcile]
+refund_check_secs = 0
+
 [webhooks]
 url = "https://shop.example/hooks?key={PLANTED}"
 secret = "{PLANTED}"
@@ -1740,6 +1743,7 @@ USDT = "0x12345"
     for problem in [
         "networks.litecoin.source is not set",
         "intents.expiry_secs must be above 0",
+        "reconcile.refund_check_secs must be above 0",
         "`networks.bitcoin.sourc`",
         // What only building each network's source finds, without
         // connecting to anything: `run` would stop on each of these.

@@ -205,14 +205,18 @@ async fn overpaid_is_paid_for_its_price_and_its_excess_and_a_second_payment_need
     );
 }
 
-async fn underpaid_and_late_payments_need_review(via: Via) {
-    // ElectrumX 2 holds small replies up to a second to pad traffic, so a
-    // poll through it takes seconds: its intents get more time to be paid.
-    let opts = Options {
+/// Intents that expire within seconds, for stories of late money.
+/// ElectrumX 2 holds small replies up to a second to pad traffic, so a
+/// poll through it takes seconds: its intents get more time to be paid.
+fn short_expiry(via: Via) -> Options {
+    Options {
         expiry_secs: if via == Via::Electrum { 30 } else { 10 },
         ..Options::default()
-    };
-    let w = world(via, NodeOptions::default(), opts).await;
+    }
+}
+
+async fn underpaid_and_late_payments_need_review(via: Via) {
+    let w = world(via, NodeOptions::default(), short_expiry(via)).await;
     let short = w.daemon.order("gpu-short", "100").await;
     let late = w.daemon.order("gpu-late", "100").await;
     w.pay(&short.address, "0.5").await;
@@ -337,11 +341,7 @@ async fn reorg_before_finality_returns_the_intent(via: Via) {
 /// one that pays too little is a mismatch and reopens the case; the one
 /// that pays it reads `refunded` once final.
 async fn a_refund_is_followed_on_chain_until_final(via: Via) {
-    let opts = Options {
-        expiry_secs: if via == Via::Electrum { 30 } else { 10 },
-        ..Options::default()
-    };
-    let w = world(via, NodeOptions::default(), opts).await;
+    let w = world(via, NodeOptions::default(), short_expiry(via)).await;
     let late = w.daemon.order("gpu-refund", "100").await;
     w.daemon
         .wait_for(late.id, "expired", |i| i.status == Status::Expired)

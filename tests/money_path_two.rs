@@ -86,6 +86,8 @@ on_both_databases!(
     a_refund_never_seen_by_its_deadline_opens_a_case,
     a_reverted_refund_opens_a_case,
     a_refund_the_previous_release_recorded_is_followed_on_chain,
+    a_checksummed_ethereum_refund_destination_is_matched_to_its_transfer,
+    one_transaction_is_never_recorded_for_two_refunds,
 );
 
 /// Found 1: a top-up settled 0.4% short under 50 bp; an instance with the
@@ -1056,17 +1058,7 @@ async fn a_case_names_each_payment_its_lateness_its_claim_and_what_the_settlemen
         .await;
     assert_eq!(st, StatusCode::CREATED, "{v}");
 
-    let (st, case) = w
-        .client
-        .call(
-            Http::GET,
-            &format!("/v1/cases/{}", i.id),
-            Some(common::api::SUPPORT),
-            None,
-            None,
-        )
-        .await;
-    assert_eq!(st, StatusCode::OK, "{case}");
+    let case = w.case(i.id).await;
     let transfers = case["transfers"].as_array().expect("transfers");
     let row = |txid: &str| {
         transfers
@@ -1196,17 +1188,7 @@ async fn a_refund_reads_refunded_only_once_its_transaction_is_final_paying_the_d
     assert_eq!(refund_events(&w.h, i.id).await, ["refunded"]);
     let r = w.h.intent(i.id).await;
     assert_eq!(r.status, Status::Resolved, "{:?}", r.reason);
-    let (st, case) = w
-        .client
-        .call(
-            Http::GET,
-            &format!("/v1/cases/{}", i.id),
-            Some(common::api::SUPPORT),
-            None,
-            None,
-        )
-        .await;
-    assert_eq!(st, StatusCode::OK, "{case}");
+    let case = w.case(i.id).await;
     assert_eq!(case["refund"]["state"], "refunded", "{case}");
     assert_eq!(case["refund"]["network"], "litecoin", "{case}");
     w.assert_money_rules_hold().await;
@@ -1414,5 +1396,84 @@ async fn a_refund_the_previous_release_recorded_is_followed_on_chain(b: Backend)
         "the network is written back once judged"
     );
     assert_eq!(w.h.intent(id).await.status, Status::Resolved);
+    w.assert_money_rules_hold().await;
+}
+
+/// The previous release kept an Ethereum destination as pasted, with its
+/// checksum's capitals; the watcher records transfers lower-case. The
+/// refund's transaction to it is still its refund.
+async fn a_checksummed_ethereum_refund_destination_is_matched_to_its_transfer(b: Backend) {
+    let mut w = World::with_harness(Harness::new(b, Network::Ethereum, 1).await).await;
+    let i = w.h.create("order", "checksummed", "ETH", "100").await;
+    w.h.pass_expiry(&i);
+    w.h.sync().await;
+    w.h.pay(&i.address, Asset::Eth, i.amount_due);
+    w.h.mine(1);
+    w.h.sync().await;
+    assert_eq!(w.h.intent(i.id).await.exception, Some(Exception::PaidLate));
+    let lower = "0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed";
+    let checksummed = paywatch_evm::checksummed(&paywatch_evm::parse_address(lower).unwrap());
+    assert_ne!(checksummed, lower);
+    require_refund(&w, i.id, "r1", &checksummed).await;
+    // As an instance of the previous release recorded it.
+    w.h.store
+        .execute_raw(&format!(
+            "UPDATE refunds SET destination = '{checksummed}', network = NULL, state = NULL \
+             WHERE intent_id = {}",
+            i.id
+        ))
+        .await
+        .unwrap();
+    let txid = w.h.pay(lower, Asset::Eth, i.amount_due);
+    let (st, v) = refund_sent(&w, i.id, "r2", &txid).await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    w.h.mine(1);
+    w.h.sync().await;
+    assert_eq!(
+        refund_state(&w.h, i.id).await,
+        (Some("refunded".into()), None)
+    );
+    assert_eq!(
+        w.h.count(&format!(
+            "SELECT COUNT(*) FROM refunds WHERE intent_id = {} AND destination = '{lower}' \
+             AND network = 'ethereum'",
+            i.id
+        ))
+        .await,
+        1,
+        "written back as the watcher spells it"
+    );
+    w.assert_money_rules_hold().await;
+}
+
+/// Each refund is judged alone, so one transaction recorded for two
+/// refunds would read both refunded while paying one: refused, naming the
+/// other intent.
+async fn one_transaction_is_never_recorded_for_two_refunds(b: Backend) {
+    let mut w = World::new(b).await;
+    let first = w.paid_late("order", "first-refund").await;
+    let second = w.paid_late("order", "second-refund").await;
+    let due = w.h.intent(first).await.amount_due;
+    require_refund(&w, first, "r1", LTC_REFUND).await;
+    require_refund(&w, second, "r2", LTC_REFUND).await;
+    let txid = w.h.pay(LTC_REFUND, Asset::Ltc, due);
+    let (st, v) = refund_sent(&w, first, "r3", &txid).await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    let (st, v) = refund_sent(&w, second, "r4", &txid).await;
+    assert_eq!(st, StatusCode::CONFLICT, "{v}");
+    assert!(
+        v.to_string().contains(&format!("refund of intent {first}")),
+        "{v}"
+    );
+    w.h.mine(1);
+    w.h.sync().await;
+    assert_eq!(
+        refund_state(&w.h, first).await.0.as_deref(),
+        Some("refunded")
+    );
+    assert_eq!(
+        refund_state(&w.h, second).await.0.as_deref(),
+        Some("required")
+    );
     w.assert_money_rules_hold().await;
 }

@@ -23,6 +23,10 @@ UPDATE refunds SET
                            ELSE i.network END
                FROM intents i WHERE i.id = refunds.intent_id);
 
+-- Compared with what the watcher records: Ethereum addresses were kept as
+-- pasted (checksum capitals), where transfers are lower-case.
+UPDATE refunds SET destination = lower(destination) WHERE network = 'ethereum';
+
 CREATE OR REPLACE VIEW paywatch_intents AS
 SELECT i.id AS intent_id, i.kind, i.reference, i.account, i.asset, i.network, i.address,
        i.decimals, i.amount_due, i.usd_cents, i.rate_usd, i.rate_source, i.rate_at,

@@ -22,6 +22,10 @@ UPDATE refunds SET
                            ELSE i.network END
                FROM intents i WHERE i.id = refunds.intent_id);
 
+-- Compared with what the watcher records: Ethereum addresses were kept as
+-- pasted (checksum capitals), where transfers are lower-case.
+UPDATE refunds SET destination = lower(destination) WHERE network = 'ethereum';
+
 DROP VIEW IF EXISTS paywatch_intents;
 CREATE VIEW paywatch_intents AS
 SELECT i.id AS intent_id, i.kind, i.reference, i.account, i.asset, i.network, i.address,

@@ -173,9 +173,10 @@ fn shown(network: Network, asset: &AssetId, amount: u128) -> String {
 }
 
 /// What a refund owes, by asset: the payments its `refund_required`
-/// claimed (each once, however often it was recorded), or, for an
-/// overpayment's excess, which claims none, the excess in the intent's
-/// asset.
+/// claimed (each once, however often it was recorded, and only while a
+/// sighting of it stands on chain), or, for an overpayment's excess, which
+/// claims none, the excess in the intent's asset. Tokens of no method
+/// (address-poisoning spam a claim may sweep up) are owed to nobody.
 pub(crate) fn owed(
     claimed: &[TransferRecord],
     excess: u128,
@@ -183,8 +184,17 @@ pub(crate) fn owed(
 ) -> Vec<(AssetId, u128)> {
     let mut seen: Vec<(&str, u32, Network)> = Vec::new();
     let mut owed: Vec<(AssetId, u128)> = Vec::new();
+    let stands = |t: &TransferRecord| {
+        claimed.iter().any(|o| {
+            o.orphaned_at_ms.is_none()
+                && (o.txid.as_str(), o.index, o.network) == (t.txid.as_str(), t.index, t.network)
+        })
+    };
     for t in claimed {
-        if seen.contains(&(t.txid.as_str(), t.index, t.network)) {
+        if matches!(t.asset, AssetId::Token { .. })
+            || seen.contains(&(t.txid.as_str(), t.index, t.network))
+            || !stands(t)
+        {
             continue;
         }
         seen.push((t.txid.as_str(), t.index, t.network));
@@ -193,7 +203,10 @@ pub(crate) fn owed(
             None => owed.push((t.asset.clone(), t.amount.0)),
         }
     }
-    if owed.is_empty() && excess > 0 {
+    let claims_money = claimed
+        .iter()
+        .any(|t| !matches!(t.asset, AssetId::Token { .. }));
+    if !claims_money && excess > 0 {
         owed.push((AssetId::Known(method.asset()), excess));
     }
     owed
@@ -310,5 +323,19 @@ mod tests {
             ]
         );
         assert_eq!(owed(&[], 9, m), ltc(9));
+    }
+
+    #[test]
+    fn spam_tokens_and_payments_a_reorg_took_out_are_owed_to_nobody() {
+        let m = Method::new(Asset::Ltc, Network::Litecoin).unwrap();
+        let mut spam = row("x", 1_000, 1, true);
+        spam.asset = AssetId::Token {
+            contract: "0xdeadbeef".into(),
+        };
+        let mut gone = row("x", 5, 1, true);
+        gone.index = 2;
+        gone.orphaned_at_ms = Some(1);
+        let paid = row("x", 7, 1, true);
+        assert_eq!(owed(&[spam, gone, paid], 0, m), ltc(7));
     }
 }

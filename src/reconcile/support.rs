@@ -149,6 +149,17 @@ impl Reconciler {
             }
             Action::RefundSent => {
                 let txid = a.txid.unwrap_or_default();
+                // One transaction stands for one refund: judged alone, a
+                // transaction recorded on two refunds would read both
+                // refunded while paying one.
+                if let Some(other) = store
+                    .refund_with_txid(&mut tx, refund_network(&intent), txid, intent.id)
+                    .await?
+                {
+                    return Ok(ActionOutcome::Refused(format!(
+                        "transaction {txid} is already recorded for the refund of intent {other}:                          each refund needs a transaction of its own"
+                    )));
+                }
                 let check_by = now.saturating_add(self.policy.refund_check_ms);
                 if !store
                     .refund_sent(&mut tx, intent.id, txid, now, check_by)

@@ -301,6 +301,7 @@ pub(crate) async fn write(
                 .map(|(r, c)| RefundCheckWrite {
                     intent_id: r.intent_id,
                     network: r.network,
+                    destination: &r.destination,
                     state: c.state,
                     mismatch: c.mismatch.as_deref(),
                 })

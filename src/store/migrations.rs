@@ -291,6 +291,11 @@ const POSTGRES: Embedded = &[
         "refunds watched",
         include_str!("../../migrations/postgres/0057_refunds_watched.sql"),
     ),
+    (
+        58,
+        "refunds due",
+        include_str!("../../migrations/postgres/0058_refunds_due.sql"),
+    ),
 ];
 const SQLITE: Embedded = &[
     (
@@ -572,6 +577,11 @@ const SQLITE: Embedded = &[
         57,
         "refunds watched",
         include_str!("../../migrations/sqlite/0057_refunds_watched.sql"),
+    ),
+    (
+        58,
+        "refunds due",
+        include_str!("../../migrations/sqlite/0058_refunds_due.sql"),
     ),
 ];
 

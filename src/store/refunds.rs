@@ -52,6 +52,8 @@ pub struct RefundRow {
 pub(crate) struct RefundCheckWrite<'a> {
     pub intent_id: i64,
     pub network: Network,
+    /// As the watcher records it.
+    pub destination: &'a str,
     pub state: RefundState,
     pub mismatch: Option<&'a str>,
 }
@@ -90,17 +92,22 @@ impl Store {
             .fetch_all(&mut **tx)
             .await?
         {
-            let network: Option<String> = r.try_get("network")?;
+            let network: Network = r
+                .try_get::<Option<String>, _>("network")?
+                .as_deref()
+                .unwrap_or_default()
+                .parse()
+                .map_err(|e| StoreError::Corrupt(format!("refund network: {e}")))?;
+            // The previous release kept the spelling support pasted (an
+            // Ethereum checksum's capitals): compared as the watcher
+            // records addresses.
+            let destination: String = r.try_get("destination")?;
             let state: Option<String> = r.try_get("state")?;
             let placed: i64 = r.try_get("placed")?;
             let row = RefundRow {
                 intent_id: r.try_get("intent_id")?,
-                network: network
-                    .as_deref()
-                    .unwrap_or_default()
-                    .parse()
-                    .map_err(|e| StoreError::Corrupt(format!("refund network: {e}")))?,
-                destination: r.try_get("destination")?,
+                network,
+                destination: network.normalize_address(&destination).into_owned(),
                 txid: r.try_get("txid")?,
                 state: state
                     .as_deref()
@@ -224,13 +231,14 @@ impl Store {
         for c in checks {
             sqlx::query(
                 "UPDATE refunds SET state = $2, mismatch = $3, checked_at = $4, \
-                 network = COALESCE(network, $5) WHERE intent_id = $1",
+                 network = COALESCE(network, $5), destination = $6 WHERE intent_id = $1",
             )
             .bind(c.intent_id)
             .bind(c.state.as_str())
             .bind(c.mismatch)
             .bind(now_ms)
             .bind(c.network.as_str())
+            .bind(c.destination)
             .execute(&mut **tx)
             .await?;
         }
@@ -248,10 +256,18 @@ impl Store {
         since_ms: i64,
         now_ms: i64,
     ) -> Result<Vec<(String, i64)>, StoreError> {
+        // Three parts, each able to use its index; the third finds refunds
+        // the previous release recorded without a network.
         let rows = sqlx::query(&format!(
             "SELECT destination, required_at FROM refunds \
-             WHERE network = $1 AND required_at >= $2 AND (state IN {OPEN} \
-             OR (state = 'refunded' AND checked_at >= $3))"
+             WHERE network = $1 AND state IN {OPEN} AND required_at >= $2 \
+             UNION ALL SELECT destination, required_at FROM refunds \
+             WHERE network = $1 AND state = 'refunded' AND required_at >= $2 \
+             AND checked_at >= $3 \
+             UNION ALL SELECT r.destination, r.required_at FROM refunds r \
+             JOIN intents i ON i.id = r.intent_id \
+             WHERE r.network IS NULL AND {NETWORK_OR_WHERE_THE_MONEY_CAME} = $1 \
+             AND r.required_at >= $2"
         ))
         .bind(network.as_str())
         .bind(since_ms)
@@ -259,7 +275,35 @@ impl Store {
         .fetch_all(self.pool())
         .await?;
         rows.iter()
-            .map(|r| Ok((r.try_get("destination")?, r.try_get("required_at")?)))
+            .map(|r| {
+                let destination: String = r.try_get("destination")?;
+                Ok((
+                    network.normalize_address(&destination).into_owned(),
+                    r.try_get("required_at")?,
+                ))
+            })
             .collect()
+    }
+
+    /// The other intent whose refund already names transaction `txid` on
+    /// `network`, if any.
+    pub(crate) async fn refund_with_txid(
+        &self,
+        tx: &mut Tx,
+        network: Network,
+        txid: &str,
+        intent_id: i64,
+    ) -> Result<Option<i64>, StoreError> {
+        let row = sqlx::query(
+            "SELECT intent_id FROM refunds WHERE txid = $1 AND network = $2 \
+             AND intent_id <> $3 LIMIT 1",
+        )
+        .bind(txid)
+        .bind(network.as_str())
+        .bind(intent_id)
+        .fetch_optional(&mut **tx)
+        .await?;
+        row.map(|r| r.try_get("intent_id").map_err(StoreError::from))
+            .transpose()
     }
 }

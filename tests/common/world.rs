@@ -38,6 +38,22 @@ impl World {
             .await
     }
 
+    /// The case of intent `id`, as support reads it.
+    pub async fn case(&self, id: i64) -> Value {
+        let (st, case) = self
+            .client
+            .call(
+                Method::GET,
+                &format!("/v1/cases/{id}"),
+                Some(SUPPORT),
+                None,
+                None,
+            )
+            .await;
+        assert_eq!(st, StatusCode::OK, "{case}");
+        case
+    }
+
     pub async fn accept(&self, id: i64, key: &str) -> (StatusCode, Value) {
         self.act(
             id,

@@ -345,10 +345,17 @@ impl State {
     /// made: `ff` a payment, `cb` a coinbase), from no one in particular.
     fn new_transfer(&mut self, kind: &str, to: &str, asset: AssetId, amount: u128) -> Transfer {
         let id = self.take_id();
+        // Spelled as each network's watcher records it: Ethereum's
+        // `0x`-prefixed, as its source writes a hash.
+        let prefix = if self.network == Network::Ethereum {
+            "0x"
+        } else {
+            ""
+        };
         Transfer {
             network: self.network,
             asset,
-            txid: format!("{:016x}{kind}{id:046x}", self.namespace),
+            txid: format!("{prefix}{:016x}{kind}{id:046x}", self.namespace),
             index: 0,
             to: to.to_owned(),
             from: None,
