@@ -1045,6 +1045,43 @@ async fn check_model(h: &Harness, m: &Model) -> Result<(), String> {
     Ok(())
 }
 
+/// With `MODEL_DEBUG` set, the tables a failure is read from, on stderr.
+async fn dump(h: &Harness) {
+    if std::env::var("MODEL_DEBUG").is_err() {
+        return;
+    }
+    for r in h.rows("SELECT id, txid, block_hash, CAST(block_height AS BIGINT) AS block_height, block_time, first_seen_at, final_at, orphaned_at, to_address FROM transfers ORDER BY id").await {
+        eprintln!("{r:?}");
+    }
+    for r in h
+        .rows("SELECT id, reference, address, expires_at, status FROM intents ORDER BY id")
+        .await
+    {
+        eprintln!("{r:?}");
+    }
+    for r in h
+        .rows("SELECT height, hash, block_time, orphaned_at FROM blocks ORDER BY height")
+        .await
+    {
+        eprintln!("{r:?}");
+    }
+    for r in h.rows("SELECT * FROM settlements").await {
+        eprintln!("{r:?}");
+    }
+    for r in h.rows("SELECT * FROM decisions ORDER BY id").await {
+        eprintln!("{r:?}");
+    }
+    for r in h.rows("SELECT * FROM decision_payments").await {
+        eprintln!("{r:?}");
+    }
+    for r in h.rows("SELECT * FROM intent_events ORDER BY id").await {
+        eprintln!("{r:?}");
+    }
+    for r in h.rows("SELECT * FROM ledger_entries ORDER BY id").await {
+        eprintln!("{r:?}");
+    }
+}
+
 async fn run_sequence(backend: Backend, chain: Chain, steps: &[Step]) -> Result<(), String> {
     let mut h = Harness::new(backend, chain.network(), CONFIRMATIONS).await;
     let result = run_steps(&mut h, backend, chain, steps).await;
@@ -1081,9 +1118,10 @@ async fn run_steps(
         let looked = apply(h, &mut m, *step)
             .await
             .map_err(|e| format!("step {n} {step:?} failed: {e}"))?;
-        check_rules(h, &m)
-            .await
-            .map_err(|e| format!("after step {n} {step:?}: {e}"))?;
+        if let Err(e) = check_rules(h, &m).await {
+            dump(h).await;
+            return Err(format!("after step {n} {step:?}: {e}"));
+        }
         if looked {
             check_model(h, &m)
                 .await
@@ -1105,35 +1143,7 @@ async fn run_steps(
         Err(e) => Err(e),
     };
     if let Err(e) = checked {
-        if std::env::var("MODEL_DEBUG").is_ok() {
-            for r in h.rows("SELECT id, txid, block_hash, CAST(block_height AS BIGINT) AS block_height, block_time, first_seen_at, final_at, orphaned_at, to_address FROM transfers ORDER BY id").await {
-                eprintln!("{r:?}");
-            }
-            for r in h
-                .rows("SELECT id, reference, address, expires_at, status FROM intents ORDER BY id")
-                .await
-            {
-                eprintln!("{r:?}");
-            }
-            for r in h
-                .rows("SELECT height, hash, block_time, orphaned_at FROM blocks ORDER BY height")
-                .await
-            {
-                eprintln!("{r:?}");
-            }
-            for r in h.rows("SELECT * FROM settlements").await {
-                eprintln!("{r:?}");
-            }
-            for r in h.rows("SELECT * FROM decisions ORDER BY id").await {
-                eprintln!("{r:?}");
-            }
-            for r in h.rows("SELECT * FROM decision_payments").await {
-                eprintln!("{r:?}");
-            }
-            for r in h.rows("SELECT * FROM intent_events ORDER BY id").await {
-                eprintln!("{r:?}");
-            }
-        }
+        dump(h).await;
         return Err(format!("at the end: {e}"));
     }
     let topic = |event: &str| {
@@ -1247,4 +1257,106 @@ fn random_sequences_with_wrong_network_money_keep_the_money_rules_on_sqlite() {
 #[test]
 fn random_sequences_with_wrong_network_money_keep_the_money_rules_on_postgres() {
     explore(Backend::Postgres, Chain::Ethereum, 100);
+}
+
+/// Sequences the model found breaking a rule, each kept as it shrank, run
+/// on both databases.
+fn replay(steps: &[Step]) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        if let Err(e) = runtime.block_on(run_sequence(backend, Chain::Litecoin, steps)) {
+            panic!("{backend:?}: {e}");
+        }
+    }
+}
+
+/// An order overpaid and settled; a reorg takes its payment out for good;
+/// support accepts the excess before the watcher has seen the reorg; the
+/// reorg is then read block by block with reconcile between.
+#[test]
+fn an_excess_accepted_on_money_a_reorg_took_out_goes_with_its_settlement() {
+    replay(&[
+        Step::Create {
+            topup: false,
+            reference: 0,
+        },
+        Step::Pay {
+            intent: 0,
+            how: PayHow::Over,
+        },
+        Step::Sync {
+            interleaved: false,
+            on_other: false,
+        },
+        Step::Mine { blocks: 2 },
+        Step::Sync {
+            interleaved: false,
+            on_other: false,
+        },
+        Step::Reorg {
+            depth: 2,
+            keep: false,
+            remine: 2,
+        },
+        Step::Support {
+            intent: 0,
+            step: SupportStep::Accept,
+        },
+        Step::Sync {
+            interleaved: true,
+            on_other: false,
+        },
+    ]);
+}
+
+/// The same on SQLite, as it shrank there: two exact payments (the second
+/// an overpayment's excess), dust, a reorg re-mining one block, an accept
+/// refused or not, a block, and an accept.
+#[test]
+fn an_excess_accepted_after_a_reorg_re_mined_part_of_the_money_stands_or_goes_whole() {
+    replay(&[
+        Step::Create {
+            topup: false,
+            reference: 0,
+        },
+        Step::Pay {
+            intent: 0,
+            how: PayHow::Exact,
+        },
+        Step::Pay {
+            intent: 0,
+            how: PayHow::Exact,
+        },
+        Step::Mine { blocks: 2 },
+        Step::Sync {
+            interleaved: false,
+            on_other: false,
+        },
+        Step::Pay {
+            intent: 0,
+            how: PayHow::Dust,
+        },
+        Step::Reorg {
+            depth: 2,
+            keep: false,
+            remine: 1,
+        },
+        Step::Support {
+            intent: 0,
+            step: SupportStep::Accept,
+        },
+        Step::Mine { blocks: 1 },
+        Step::Sync {
+            interleaved: false,
+            on_other: false,
+        },
+        Step::Support {
+            intent: 0,
+            step: SupportStep::Accept,
+        },
+    ]);
 }

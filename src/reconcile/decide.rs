@@ -294,7 +294,22 @@ fn rule(f: &IntentFacts<'_>, t: &Tally) -> Ruling {
                     .excess(excess);
             }
             (Some(reversed_at), false) => {
-                return match f.closing.filter(|c| c.at_ms >= reversed_at) {
+                // A decision counts as taken on the reversed intent only if
+                // it is not one the reversed settlement stood on: the accept
+                // of its excess, or the accept that made it. Recorded in the
+                // same millisecond as the reversal, either would otherwise
+                // settle the intent again on money that is gone.
+                let stood_on_it = |c: &Closing| {
+                    f.accepted_excess.is_some_and(|x| x.decision == c.decision)
+                        || settlement.via
+                            == (Via::Support {
+                                decision: Some(c.decision),
+                            })
+                };
+                return match f
+                    .closing
+                    .filter(|c| c.at_ms >= reversed_at && !stood_on_it(c))
+                {
                     // Support accepted what arrived since, and nobody else
                     // paid the freed reference: settled again, on the
                     // payments the decision names.

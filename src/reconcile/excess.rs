@@ -25,22 +25,28 @@ fn worth(price_cents: i64, due: u128, excess: u128) -> Option<i64> {
     i64::try_from(excess.checked_mul(cents)? / due).ok()
 }
 
-/// The excess credit standing on `intent`'s settlement, if support accepted
-/// one: an accept recorded once the intent had settled by its own money
-/// (an accept before that settled the intent instead).
-pub(crate) fn credited(
+/// The accept of `intent`'s excess, if support accepted one: an accept
+/// recorded once the intent had settled by its own money (an accept before
+/// that settled the intent instead) that names no payment, as the excess
+/// was part of the payment that settled. An accept naming payments after
+/// a reorg reversed that settlement is support settling it again, never an
+/// excess (`names_payments` tells, by decision id).
+pub(crate) fn accepted<'d>(
     intent: &IntentRecord,
     settlement: &SettlementRow,
-    decisions: &[DecisionRow],
-) -> Option<i64> {
+    decisions: &'d [DecisionRow],
+    names_payments: impl Fn(i64) -> bool,
+) -> Option<&'d DecisionRow> {
     if settlement.via != "chain" {
         return None;
     }
-    decisions
-        .iter()
-        .filter(|d| d.intent_id == intent.id && d.action == Action::Accept)
-        .find(|d| d.at_ms >= settlement.settled_at_ms && d.amount > 0)
-        .and_then(|d| cents_of(intent, d.amount))
+    decisions.iter().find(|d| {
+        d.intent_id == intent.id
+            && d.action == Action::Accept
+            && d.at_ms >= settlement.settled_at_ms
+            && d.amount > 0
+            && !names_payments(d.id)
+    })
 }
 
 /// The ledger entry crediting (`cents` > 0) or taking back (`cents` < 0)

@@ -219,7 +219,9 @@ pub(crate) async fn write(
         // the settlement: numbered by the credits posted so far, so each
         // entry's key is new and each is posted once.
         if v.excess != ExcessMove::None {
-            let cents = own.and_then(|s| excess::credited(i, s, &facts.decisions));
+            let cents = own
+                .and_then(|s| excess::accepted(i, s, &facts.decisions, names_payments(facts)))
+                .and_then(|d| excess::cents_of(i, d.amount));
             let posted = facts.excess_ledger.get(&i.id).map_or(0, |l| l.credits);
             match (v.excess, cents) {
                 (ExcessMove::TakeBack, Some(c)) => {
@@ -410,6 +412,11 @@ fn refund_checks(facts: &Facts, now: i64) -> HashMap<i64, RefundCheck> {
     out
 }
 
+/// Whether decision `id` names payments it stands on or claims.
+fn names_payments(facts: &Facts) -> impl Fn(i64) -> bool + '_ {
+    |id| facts.basis.get(&id).is_some_and(|b| b.payments > 0)
+}
+
 /// Rows of payments, by decision or by intent.
 type Rows<'a> = HashMap<i64, Vec<SeenTransfer<'a>>>;
 
@@ -537,16 +544,9 @@ impl<'a> Reading<'a> {
                 counterpart: d.to_intent,
             });
         let refunded = on_this().any(|d| d.action == Action::RefundSent);
-        // As `excess::credited` reads it: an accept once the intent had
-        // settled by its own money.
         let accepted_excess = self
             .own_settlement(p)
-            .filter(|s| s.via == "chain")
-            .and_then(|s| {
-                on_this().find(|d| {
-                    d.action == Action::Accept && d.at_ms >= s.settled_at_ms && d.amount > 0
-                })
-            })
+            .and_then(|s| excess::accepted(i, s, &self.facts.decisions, names_payments(self.facts)))
             .map(|d| AcceptedExcess {
                 decision: d.id,
                 amount: d.amount,

@@ -76,6 +76,9 @@ const RULES: [(&str, &str); 10] = [
            WHERE d.entry_key = s.debit_key AND d.entry_kind = 'debit' AND d.account = s.account \
              AND d.usd_cents = -s.usd_cents)",
     ),
+    // An accepted excess stands only on a settlement by the chain, the
+    // payer's own money: one support made since (after a reorg reversed
+    // that) carries none, so its credit is net nothing there.
     (
         "an overpayment's excess credited at most once net, and only while its money stands",
         "SELECT 'intent ' || CAST(i.id AS TEXT) || ': excess credits less their taking back come to ' \
@@ -90,6 +93,7 @@ const RULES: [(&str, &str); 10] = [
          LEFT JOIN settlements s ON s.intent_id = i.id \
          WHERE NOT ((s.intent_id IS NOT NULL AND s.reversed_at IS NULL \
                      AND (l.net = l.credit OR (l.net = 0 AND i.status = 'needs_review') \
+                          OR (l.net = 0 AND s.via <> 'chain') \
                           OR (l.net = 0 AND EXISTS (SELECT 1 FROM decisions d \
                               WHERE d.intent_id = i.id AND d.at > s.settled_at \
                                 AND d.action <> 'accept')))) \
