@@ -359,6 +359,9 @@ struct Coverage {
     /// those it showed wrong (short, failed, elsewhere, never seen).
     refunds_refunded: AtomicUsize,
     refunds_mismatched: AtomicUsize,
+    /// Refunds required, and of them those with a transaction recorded.
+    refunds_required: AtomicUsize,
+    refunds_sent: AtomicUsize,
 }
 
 impl Coverage {
@@ -378,6 +381,8 @@ impl Coverage {
             wrong_network: AtomicUsize::new(0),
             refunds_refunded: AtomicUsize::new(0),
             refunds_mismatched: AtomicUsize::new(0),
+            refunds_required: AtomicUsize::new(0),
+            refunds_sent: AtomicUsize::new(0),
         }
     }
 }
@@ -640,13 +645,15 @@ async fn apply(h: &mut Harness, m: &mut Model, step: Step) -> Result<bool, Strin
                 .map_err(|e| e.to_string())?;
         }
         Step::Support { intent, step } => {
-            // Mostly a case that waits for a person, as support would pick.
-            let queue: Vec<i64> = h
-                .rows("SELECT id FROM intents WHERE status = 'needs_review' ORDER BY id")
-                .await
-                .iter()
-                .map(|r| r.int("id"))
-                .collect();
+            // Mostly a case that waits for a person, as support would pick;
+            // for a refund's transaction, a refund that awaits one.
+            let waiting = if matches!(step, SupportStep::RefundSent { .. }) {
+                "SELECT intent_id AS id FROM refunds WHERE txid IS NULL OR state = 'mismatch' \
+                 ORDER BY intent_id"
+            } else {
+                "SELECT id FROM intents WHERE status = 'needs_review' ORDER BY id"
+            };
+            let queue: Vec<i64> = h.rows(waiting).await.iter().map(|r| r.int("id")).collect();
             let p = if !queue.is_empty() && intent % 4 != 0 {
                 let id = queue[usize::from(intent) % queue.len()];
                 m.intents.iter().position(|i| i.id == id)
@@ -667,7 +674,8 @@ async fn apply(h: &mut Harness, m: &mut Model, step: Step) -> Result<bool, Strin
             // The refund's transaction, sent as support records it: on
             // the chain the run watches (a refund owed on another network,
             // or in another asset, is a mismatch there).
-            let never = "ab".repeat(32);
+            // One transaction stands for one refund: each step's own id.
+            let never = format!("ab{:062x}", m.keys);
             let refund_tx = match step {
                 SupportStep::RefundSent { how } => {
                     let asset = AssetId::Known(m.chain.asset());
@@ -1156,6 +1164,15 @@ async fn run_steps(
             .await as usize,
     );
     count(
+        &cov.refunds_required,
+        h.count("SELECT COUNT(*) FROM refunds").await as usize,
+    );
+    count(
+        &cov.refunds_sent,
+        h.count("SELECT COUNT(*) FROM refunds WHERE txid IS NOT NULL")
+            .await as usize,
+    );
+    count(
         &cov.refunds_mismatched,
         h.count("SELECT COUNT(*) FROM refunds WHERE state = 'mismatch'")
             .await as usize,
@@ -1214,8 +1231,8 @@ fn explore(backend: Backend, chain: Chain, default_cases: u32) {
          reversed {}, credited again {}; support actions done {}, refused {}, not final {}; \
          orders paid from the balance {}; simple payments the model expected settled {} \
          ({} of them matured coinbases); looks reconciled by a second instance with other \
-         settings {}; wrong-network money put before a person {}; refunds read refunded on \
-         chain {}, mismatched {}",
+         settings {}; wrong-network money put before a person {}; refunds required {}, sent {}, \
+         read refunded on chain {}, mismatched {}",
         c(&cov.steps),
         started.elapsed().as_secs_f64(),
         c(&cov.settled),
@@ -1229,6 +1246,8 @@ fn explore(backend: Backend, chain: Chain, default_cases: u32) {
         c(&cov.coinbase_settled),
         c(&cov.other_instance_looks),
         c(&cov.wrong_network),
+        c(&cov.refunds_required),
+        c(&cov.refunds_sent),
         c(&cov.refunds_refunded),
         c(&cov.refunds_mismatched),
     );
