@@ -78,6 +78,7 @@ on_both_databases!(
     same_asset_dust_under_the_settled_floor_never_reopens_a_paid_intent,
     a_refunded_duplicate_never_holds_up_a_settlement_whose_own_payment_left,
     a_case_names_each_payment_its_lateness_its_claim_and_what_the_settlement_stands_on,
+    a_settlement_names_the_payments_it_stands_on_and_keeps_them_when_a_reorg_reverses_it,
     // found by the model-based test (tests/money_model.rs)
     a_payment_after_support_closed_a_reversed_intent_opens_a_case,
     // refunds checked on chain
@@ -1089,6 +1090,93 @@ async fn a_case_names_each_payment_its_lateness_its_claim_and_what_the_settlemen
         "{refunded}"
     );
     assert!(refunded["claimed_by"]["decision_id"].as_i64().is_some());
+}
+
+/// The payments a settlement stands on, as the store names them.
+async fn stands_on(h: &Harness, intent: i64) -> Vec<String> {
+    let mut txids: Vec<String> = h
+        .rows(&format!(
+            "SELECT txid FROM settlement_payments WHERE intent_id = {intent}"
+        ))
+        .await
+        .iter()
+        .map(|r| r.get("txid").expect("txid").to_owned())
+        .collect();
+    txids.sort();
+    txids
+}
+
+fn sorted(mut txids: Vec<String>) -> Vec<String> {
+    txids.sort();
+    txids
+}
+
+/// Payments have identities: a settlement names the payments it stands on.
+/// A timely duplicate joins them until support owes it back; a reorg that
+/// takes out one of the settling payments for good reverses the settlement,
+/// which keeps naming what it stood on.
+async fn a_settlement_names_the_payments_it_stands_on_and_keeps_them_when_a_reorg_reverses_it(
+    b: Backend,
+) {
+    let mut w = World::new(b).await;
+    let i = w.h.create("topup", "named", "LTC", "100").await;
+    let half = Amount(i.amount_due.0 / 2);
+    let first = w.h.pay(&i.address, Asset::Ltc, half);
+    w.h.mine(1);
+    let second =
+        w.h.pay(&i.address, Asset::Ltc, Amount(i.amount_due.0 - half.0));
+    w.h.mine(1);
+    w.h.sync().await;
+    assert_eq!(w.h.intent(i.id).await.status, Status::Paid);
+    let settling = sorted(vec![first.clone(), second.clone()]);
+    assert_eq!(stands_on(&w.h, i.id).await, settling);
+
+    let twice = w.h.pay(&i.address, Asset::Ltc, i.amount_due);
+    w.h.mine(1);
+    w.h.sync().await;
+    assert_eq!(w.h.intent(i.id).await.status, Status::NeedsReview);
+    assert_eq!(
+        stands_on(&w.h, i.id).await,
+        sorted(vec![first.clone(), second.clone(), twice.clone()]),
+        "timely money the settlement would stand on if the first payments left"
+    );
+    let (st, v) = w
+        .act(
+            i.id,
+            "refund-twice",
+            json!({"action": "refund_required", "note": "paid twice", "actor": "ana",
+                   "destination": LTC_REFUND}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    assert_eq!(
+        stands_on(&w.h, i.id).await,
+        settling,
+        "money owed back is never what a settlement stands on"
+    );
+    w.assert_money_rules_hold().await;
+
+    // The second payment's block and those after it go; the duplicate's
+    // sender broadcasts it again, the second payment is gone for good.
+    let dropped = w.h.chain.reorg(2);
+    w.h.chain
+        .rebroadcast(dropped.into_iter().filter(|t| t.txid == twice).collect());
+    w.h.mine(3);
+    w.h.sync().await;
+    let r = w.h.intent(i.id).await;
+    assert_eq!(
+        (r.status, r.exception),
+        (Status::NeedsReview, Some(Exception::Reversed)),
+        "{:?}",
+        r.reason
+    );
+    assert_eq!(
+        stands_on(&w.h, i.id).await,
+        settling,
+        "a reversed settlement names what the reorg took it off"
+    );
+    assert_eq!(w.h.balance("acct-1").await, 0);
+    w.assert_money_rules_hold().await;
 }
 
 // ---------------------------------------------------------------------------

@@ -76,33 +76,23 @@ impl Reconciler {
             .settlements
             .get(&(intent.kind, intent.reference.clone()))
             .filter(|s| s.intent_id == Some(intent.id) && s.reversed_at_ms.is_none());
-        let own = |t: &TransferRecord| {
-            t.network == intent.method.network()
-                && t.asset == paywatch_core::AssetId::Known(intent.method.asset())
-        };
-        let given_away = |t: &TransferRecord| {
-            claimed.get(&payment(t)).is_some_and(|(_, action)| {
-                matches!(action, Action::RefundRequired | Action::Reassign)
-            })
-        };
-        // What a settlement by the chain was made on: the intent's timely
-        // money recorded by then, less what support gave away since; what
-        // support's settled on: the payments its decision named.
+        // What a settlement by the chain stands on: what the writer names
+        // (`settlement_names`), the intent's timely money standing final
+        // less what support gave away; what support's settled on: the
+        // payments its decision named.
         let stands_on: HashSet<_> = match settlement {
-            Some(s) if s.via == "chain" => facts
-                .transfers
-                .iter()
-                .filter(|t| {
-                    own(t)
-                        && t.success
-                        && intent
-                            .settled_through
-                            .is_some_and(|through| t.id <= through)
-                        && !late.contains(&payment(t))
-                        && !given_away(t)
-                })
-                .map(payment)
-                .collect(),
+            Some(s) if s.via == "chain" => {
+                let standing: HashSet<i64> = verdict
+                    .as_ref()
+                    .map(|v| v.standing_rows.iter().copied().collect())
+                    .unwrap_or_default();
+                facts
+                    .transfers
+                    .iter()
+                    .filter(|t| standing.contains(&t.id))
+                    .map(payment)
+                    .collect()
+            }
             Some(s) => s
                 .decision_id
                 .and_then(|d| facts.basis.get(&d))

@@ -87,6 +87,10 @@ pub struct Verdict {
     /// Row ids of the intent's own money made after its expiry, final or
     /// not: shown as late on the case.
     pub made_late: Vec<i64>,
+    /// Row ids of the money a settlement by the chain stands on: made in
+    /// time, final (or counted final once and still on the chain), not
+    /// given away by support.
+    pub standing_rows: Vec<i64>,
 }
 
 /// The intent's money, sorted by when it was made and whether it is final.
@@ -102,6 +106,8 @@ struct Tally {
     /// Made in time and final now or counted final once (still on the
     /// chain): what a settlement by the chain stands on.
     timely_standing: u128,
+    /// Row ids of `timely_standing`.
+    standing_rows: Vec<i64>,
     /// Final transfers of another asset or network, by row id.
     foreign_final: Vec<i64>,
     /// Row ids of `late_final`.
@@ -142,6 +148,7 @@ impl Tally {
             let given_away = f.claimed_away.iter().any(|c| c.same_payment(s));
             if in_time && f.stands_final(s) && !given_away {
                 t.timely_standing += v;
+                t.standing_rows.push(s.id);
             }
             match (in_time, is_final) {
                 (true, true)
@@ -203,6 +210,7 @@ pub fn decide(f: &IntentFacts<'_>) -> Verdict {
         excess: r.excess,
         late_rows: std::mem::take(&mut tally.late_rows),
         made_late: std::mem::take(&mut tally.made_late),
+        standing_rows: std::mem::take(&mut tally.standing_rows),
         dust_rows: f
             .transfers
             .iter()

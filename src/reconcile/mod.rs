@@ -13,6 +13,7 @@ mod facts;
 mod matcher;
 mod reason;
 mod refund_check;
+mod settlement_names;
 mod status;
 mod support;
 pub mod time_policy;

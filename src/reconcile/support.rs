@@ -323,7 +323,7 @@ impl Reconciler {
             .copied()
             .filter(|t| t.success && t.orphaned_at_ms.is_none())
             .filter(|t| since.is_none_or(|s| t.id > s))
-            .filter(|t| !known.iter().any(|k| key_of(k) == key_of(t)))
+            .filter(|t| !known.iter().any(|k| k.payment_key() == t.payment_key()))
             .collect();
         let pending: Vec<&TransferRecord> = new
             .iter()
@@ -350,11 +350,11 @@ impl Reconciler {
                     && (!own(t) || late.contains(&t.id))
             }));
         }
-        let keys: Vec<PaymentKey> = payments.iter().map(|t| key_of(t)).collect();
+        let keys: Vec<PaymentKey> = payments.iter().map(|t| t.payment_key()).collect();
         let claimed = self.store.claimed_payments(tx, &keys).await?;
-        payments.retain(|t| !claimed.contains(&key_of(t)));
+        payments.retain(|t| !claimed.contains(&t.payment_key()));
         payments.sort_by_key(|t| (t.network.as_str(), t.txid.clone(), t.index));
-        payments.dedup_by(|a, b| key_of(a) == key_of(b));
+        payments.dedup_by(|a, b| a.payment_key() == b.payment_key());
 
         let not_final = |what: &str| {
             Ok(Err(Refusal::NotFinal(format!(
@@ -513,14 +513,7 @@ impl Reconciler {
         Ok(Ok(Plan {
             through,
             amount,
-            payments: payments
-                .iter()
-                .map(|t| DecisionPayment {
-                    key: key_of(t),
-                    asset: t.asset.code(),
-                    amount: t.amount.to_string(),
-                })
-                .collect(),
+            payments: payments.iter().map(|t| t.named_payment()).collect(),
         }))
     }
 }
@@ -547,14 +540,6 @@ fn describe(by: super::SettledBy) -> String {
     match by {
         super::SettledBy::Intent(id) => format!("intent {id}"),
         super::SettledBy::Balance => "the account's balance".to_owned(),
-    }
-}
-
-fn key_of(t: &TransferRecord) -> PaymentKey {
-    PaymentKey {
-        network: t.network.as_str().to_owned(),
-        txid: t.txid.clone(),
-        idx: i64::from(t.index),
     }
 }
 

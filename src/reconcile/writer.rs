@@ -290,6 +290,12 @@ pub(crate) async fn write(
         })
         .collect();
     store.write_verdicts(tx, &writes, now).await?;
+    store
+        .name_settlement_payments(
+            tx,
+            &super::settlement_names::to_write(facts, &verdicts, &made),
+        )
+        .await?;
     let checked: Vec<(&RefundRow, &RefundCheck)> = refunds
         .iter()
         .filter_map(|(id, c)| Some((facts.refunds.get(id)?, c)))

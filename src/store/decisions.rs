@@ -63,6 +63,27 @@ pub(crate) struct DecisionPayment {
     pub amount: String,
 }
 
+impl super::TransferRecord {
+    /// This row's payment, by its chain identity.
+    pub(crate) fn payment_key(&self) -> PaymentKey {
+        PaymentKey {
+            network: self.network.as_str().to_owned(),
+            txid: self.txid.clone(),
+            idx: i64::from(self.index),
+        }
+    }
+
+    /// This row's payment, with its asset and amount, as a decision or a
+    /// settlement names it.
+    pub(crate) fn named_payment(&self) -> DecisionPayment {
+        DecisionPayment {
+            key: self.payment_key(),
+            asset: self.asset.code(),
+            amount: self.amount.to_string(),
+        }
+    }
+}
+
 impl Store {
     pub(crate) async fn audit_by_key(
         &self,

@@ -62,6 +62,9 @@ pub(crate) struct Facts {
     pub transfers: Vec<TransferRecord>,
     /// The settlement of each reference in the batch.
     pub settlements: HashMap<(IntentKind, String), SettlementRow>,
+    /// By intent, the payments its standing settlement is named as standing
+    /// on (`settlement_payments`).
+    pub settlement_names: HashMap<i64, Vec<super::PaymentKey>>,
     /// Decisions on the intents, or reassigning to them, in id order.
     pub decisions: Vec<DecisionRow>,
     /// By decision id, for decisions that claim payments: those that settle
@@ -275,6 +278,19 @@ impl Store {
         }
         facts.settlements = self.settlements_of(tx, &facts.intents).await?;
         let ids: Vec<i64> = facts.intents.iter().map(|i| i.id).collect();
+        // Most passes look at intents nothing has settled: no read here.
+        let standing: Vec<i64> = facts
+            .intents
+            .iter()
+            .filter(|i| {
+                facts
+                    .settlements
+                    .get(&(i.kind, i.reference.clone()))
+                    .is_some_and(|s| s.intent_id == Some(i.id) && s.reversed_at_ms.is_none())
+            })
+            .map(|i| i.id)
+            .collect();
+        facts.settlement_names = self.settlement_names(tx, &standing).await?;
         facts.decisions = self.decisions_on(tx, &ids).await?;
         let settling: Vec<i64> = facts
             .decisions

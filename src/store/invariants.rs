@@ -25,7 +25,7 @@ pub struct LedgerCheck {
 
 /// Each rule: its name and a query whose rows (one `detail` text column)
 /// break it.
-const RULES: [(&str, &str); 10] = [
+const RULES: [(&str, &str); 11] = [
     (
         "a top-up credited at most once net, and only while it stands",
         "SELECT 'intent ' || CAST(i.id AS TEXT) || ': credits less reversals come to ' \
@@ -175,6 +175,23 @@ const RULES: [(&str, &str); 10] = [
                       FROM chain_state c WHERE c.network = t.network)) \
                  AND t.block_hash <> 'mempool')",
     ),
+    // What a settlement stands on is named (`settlement_payments`); money
+    // support owes back (required for refund, or reassigned away from the
+    // intent) is never among it. The writer names both in the decision's
+    // own transaction.
+    (
+        "no payment owed back stands under a settlement",
+        "SELECT 'intent ' || CAST(sp.intent_id AS TEXT) || ' stands settled on ' || sp.txid \
+         || ':' || CAST(sp.idx AS TEXT) || ', which decision ' || CAST(d.id AS TEXT) || ' (' \
+         || d.action || ') gave away' AS detail \
+         FROM settlement_payments sp \
+         JOIN settlements s ON s.intent_id = sp.intent_id AND s.reversed_at IS NULL \
+         JOIN decision_payments dp ON dp.network = sp.network AND dp.txid = sp.txid \
+           AND dp.idx = sp.idx AND dp.claims = 1 \
+         JOIN decisions d ON d.id = dp.decision_id \
+         WHERE d.action = 'refund_required' \
+            OR (d.action = 'reassign' AND d.intent_id = sp.intent_id)",
+    ),
     (
         "credits back of a debit never exceed it, and go to its account",
         "SELECT 'debit ' || c.returns_entry || ' of ' \
@@ -207,6 +224,7 @@ impl Store {
                 });
             }
         }
+        violations.extend(self.settled_by_own_terms().await?);
         let ledger: i64 = sqlx::query(
             "SELECT CAST(COALESCE(SUM(usd_cents), 0) AS BIGINT) AS n FROM ledger_entries \
              WHERE entry_kind IN ('topup_credit', 'reversal')",
@@ -234,4 +252,65 @@ impl Store {
             violations,
         })
     }
+}
+
+impl Store {
+    /// A settlement by the chain stands on named payments of the intent's
+    /// own method that reach what was due under the tolerance it was made
+    /// under, whatever the setting is now (issue 36, found 1). Summed here,
+    /// not in SQL: amounts in wei pass what SQLite's integers hold.
+    /// Settlements made before terms or names were kept are not judged.
+    async fn settled_by_own_terms(&self) -> Result<Vec<Violation>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT s.intent_id, CAST(i.amount_due AS TEXT) AS due, s.tolerance_bp, \
+             s.tolerance_max, CAST(sp.amount AS TEXT) AS amount \
+             FROM settlements s JOIN intents i ON i.id = s.intent_id \
+             JOIN settlement_payments sp ON sp.intent_id = s.intent_id \
+               AND sp.network = i.network AND sp.asset = i.asset \
+             WHERE s.via = 'chain' AND s.reversed_at IS NULL AND s.tolerance_bp IS NOT NULL \
+             ORDER BY s.intent_id",
+        )
+        .fetch_all(self.pool())
+        .await?;
+        let mut named: std::collections::BTreeMap<i64, (u128, u128)> = Default::default();
+        for r in rows {
+            let id: i64 = r.try_get("intent_id")?;
+            let amount = parse_units(r.try_get("amount")?, "settlement_payments.amount")?;
+            if let Some(entry) = named.get_mut(&id) {
+                entry.1 = entry.1.saturating_add(amount);
+                continue;
+            }
+            let due = parse_units(r.try_get("due")?, "intents.amount_due")?;
+            let basis_points: i64 = r.try_get("tolerance_bp")?;
+            let max: Option<String> = r.try_get("tolerance_max")?;
+            let terms = crate::reconcile::Tolerance {
+                basis_points: u32::try_from(basis_points).unwrap_or(u32::MAX),
+                max: max
+                    .map(|m| parse_units(m, "settlements.tolerance_max"))
+                    .transpose()?
+                    .map(paywatch_core::Amount),
+            };
+            named.insert(
+                id,
+                (terms.least_accepted(paywatch_core::Amount(due)), amount),
+            );
+        }
+        Ok(named
+            .into_iter()
+            .filter(|(_, (least, standing))| standing < least)
+            .map(|(id, (least, standing))| Violation {
+                rule: "a settlement by the chain stands on named payments reaching its own terms",
+                detail: format!(
+                    "intent {id} stands settled on {standing} base units named, under the \
+                     {least} its own tolerance asks"
+                ),
+            })
+            .collect())
+    }
+}
+
+fn parse_units(text: String, what: &str) -> Result<u128, StoreError> {
+    text.trim()
+        .parse()
+        .map_err(|_| StoreError::Corrupt(format!("{what}: {text:?} is not base units")))
 }

@@ -296,6 +296,11 @@ const POSTGRES: Embedded = &[
         "refunds due",
         include_str!("../../migrations/postgres/0058_refunds_due.sql"),
     ),
+    (
+        59,
+        "settlement payments",
+        include_str!("../../migrations/postgres/0059_settlement_payments.sql"),
+    ),
 ];
 const SQLITE: Embedded = &[
     (
@@ -582,6 +587,11 @@ const SQLITE: Embedded = &[
         58,
         "refunds due",
         include_str!("../../migrations/sqlite/0058_refunds_due.sql"),
+    ),
+    (
+        59,
+        "settlement payments",
+        include_str!("../../migrations/sqlite/0059_settlement_payments.sql"),
     ),
 ];
 

@@ -40,6 +40,7 @@ mod restore;
 mod run_lock;
 mod samples;
 mod sessions;
+mod settlement_payments;
 mod settlements;
 mod spam;
 mod transfers;
@@ -83,6 +84,7 @@ pub use restore::LostWindowTransfer;
 pub(crate) use restore::KEPT_IDS;
 pub use run_lock::{RunLock, RunLockError};
 pub use samples::ChainSample;
+pub(crate) use settlement_payments::SettlementNames;
 pub(crate) use settlements::{
     LedgerPosting, NewSettlement, OutboxEvent, FEED_CHANNEL, WEBHOOK_CHANNEL,
 };
