@@ -89,6 +89,7 @@ on_both_databases!(
     a_refund_the_previous_release_recorded_is_followed_on_chain,
     a_checksummed_ethereum_refund_destination_is_matched_to_its_transfer,
     one_transaction_is_never_recorded_for_two_refunds,
+    a_refund_owed_in_two_assets_is_paid_by_two_transactions,
 );
 
 /// Found 1: a top-up settled 0.4% short under 50 bp; an instance with the
@@ -1563,5 +1564,61 @@ async fn one_transaction_is_never_recorded_for_two_refunds(b: Backend) {
         refund_state(&w.h, second).await.0.as_deref(),
         Some("required")
     );
+    w.assert_money_rules_hold().await;
+}
+
+/// USDC and ETH sent to a USDT intent are owed back in two assets, which
+/// no one Ethereum transaction can carry: support records one transaction
+/// per asset, and the refund is judged on both together. Before, the second
+/// replaced the first, and the refund read a mismatch whichever came last.
+async fn a_refund_owed_in_two_assets_is_paid_by_two_transactions(b: Backend) {
+    let mut w = World::with_harness(Harness::new(b, Network::Ethereum, 1).await).await;
+    let i = w.h.create("order", "two-assets", "USDT", "100").await;
+    let usdc = Amount(7_000_000);
+    let eth = Amount(3_000_000_000_000_000);
+    w.h.pay(&i.address, Asset::Usdc, usdc);
+    w.h.pay(&i.address, Asset::Eth, eth);
+    w.h.mine(2);
+    w.h.sync().await;
+    let r = w.h.intent(i.id).await;
+    assert_eq!(
+        (r.status, r.exception),
+        (Status::NeedsReview, Some(Exception::WrongAsset)),
+        "{:?}",
+        r.reason
+    );
+    let destination = "0x52908400098527886e0f7030069857d2e4169ee7";
+    require_refund(&w, i.id, "r1", destination).await;
+
+    let usdc_back = w.h.pay(destination, Asset::Usdc, usdc);
+    let (st, v) = refund_sent(&w, i.id, "r2", &usdc_back).await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    w.h.mine(2);
+    w.h.sync().await;
+    let (state, why) = refund_state(&w.h, i.id).await;
+    assert_eq!(state.as_deref(), Some("mismatch"));
+    let why = why.expect("the mismatch says why");
+    assert!(why.contains("ETH is owed"), "{why}");
+
+    let eth_back = w.h.pay(destination, Asset::Eth, eth);
+    let (st, v) = refund_sent(&w, i.id, "r3", &eth_back).await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    w.h.mine(2);
+    w.h.sync().await;
+    assert_eq!(
+        refund_state(&w.h, i.id).await,
+        (Some("refunded".into()), None)
+    );
+    let r = w.h.intent(i.id).await;
+    assert_eq!(r.status, Status::Resolved, "{:?}", r.reason);
+    assert_eq!(refund_events(&w.h, i.id).await, ["mismatch", "refunded"]);
+    let case = w.case(i.id).await;
+    assert_eq!(
+        case["refund"]["txids"],
+        json!([usdc_back, eth_back]),
+        "{}",
+        case["refund"]
+    );
+    assert_eq!(case["refund"]["txid"], json!(eth_back));
     w.assert_money_rules_hold().await;
 }

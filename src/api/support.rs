@@ -208,7 +208,7 @@ pub(crate) async fn case_json(s: &ApiState, id: i64, after: i64) -> Result<Value
         .collect();
     let refund = c.refund.as_ref().map(|r| {
         json!({"destination": r.destination, "required_at_ms": r.required_at_ms,
-               "txid": r.txid, "sent_at_ms": r.sent_at_ms, "network": r.network,
+               "txid": r.txid, "txids": r.txids, "sent_at_ms": r.sent_at_ms, "network": r.network,
                "state": r.state, "check_by_ms": r.check_by_ms,
                "checked_at_ms": r.checked_at_ms, "mismatch": r.mismatch})
     });

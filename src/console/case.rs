@@ -277,7 +277,18 @@ fn refund(h: &mut Html, c: &CaseFile) {
         .field("Destination", &r.destination)
         .field("Required", utc(r.required_at_ms))
         .field("Network", or_dash(r.network.as_deref()))
-        .field("Transaction", or_dash(r.txid.as_deref()))
+        .field(
+            if r.txids.len() > 1 {
+                "Transactions"
+            } else {
+                "Transaction"
+            },
+            if r.txids.is_empty() {
+                "—".to_owned()
+            } else {
+                r.txids.join(", ")
+            },
+        )
         .field("Sent", utc_or_dash(r.sent_at_ms))
         .field("On chain", or_dash(r.state.as_deref()))
         .field("To be seen by", utc_or_dash(r.check_by_ms))

@@ -197,6 +197,7 @@ pub(crate) fn refund_checked(
             "account": intent.account,
             "refund_state": check.state.as_str(),
             "refund_txid": r.txid,
+            "refund_txids": r.txids,
             "refund_destination": r.destination,
             "refund_network": r.network.as_str(),
             "refund_mismatch": check.mismatch,

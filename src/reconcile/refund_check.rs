@@ -1,6 +1,7 @@
-//! A refund checked on chain (issue 36): the transaction support recorded
-//! with `refund_sent`, as the watcher of the network the money came on
-//! recorded it. Its destination is watched from `refund_required` on, so
+//! A refund checked on chain (issue 36): the transactions support recorded
+//! with `refund_sent` (one, or several where the money owed is in two
+//! assets or the first paid short), as the watcher of the network the
+//! money came on recorded them. Its destination is watched from `refund_required` on, so
 //! every row of the refund's transaction paying it is recorded like a
 //! payment: final by the network's rule, taken back by a reorg in the one
 //! place reorgs are handled, seen in the mempool where the node shows it.
@@ -14,8 +15,8 @@
 //! | `unchecked`        | sent before paywatch checked refunds: never judged     |
 //!
 //! A mismatch opens a case (`needs_review`, reason `refund_mismatch`) with
-//! the reason in a sentence; support records the right transaction with
-//! `refund_sent` again. A refund that settles late (seen after a "not
+//! the reason in a sentence; support records the transaction that makes it
+//! right with `refund_sent` again, judged together with those before. A refund that settles late (seen after a "not
 //! seen" mismatch) still becomes `refunded`: the verdict is read again from
 //! the rows at every look, never kept as a fact of its own.
 
@@ -76,7 +77,9 @@ impl RefundCheck {
 }
 
 /// The refund `r` owes `owed` (by asset, base units); `rows` are every row
-/// recorded for its transaction on its network, orphaned ones included.
+/// recorded for its transactions on its network, orphaned ones included.
+/// Its transactions are judged together: what they pay the destination in
+/// each asset, once all of them that pay it are final.
 pub(crate) fn check(
     r: &RefundRow,
     owed: &[(AssetId, u128)],
@@ -84,12 +87,16 @@ pub(crate) fn check(
     final_height: Option<u64>,
     now_ms: i64,
 ) -> RefundCheck {
-    let Some(txid) = r.txid.as_deref() else {
+    if r.txids.is_empty() {
         return RefundCheck::is(RefundState::Required);
-    };
+    }
     if r.state == RefundState::Unchecked {
         return RefundCheck::is(RefundState::Unchecked);
     }
+    let sent = match r.txids.as_slice() {
+        [one] => format!("transaction {one}"),
+        many => format!("transactions {}", many.join(" and ")),
+    };
     let is_final = |t: &TransferRecord| {
         t.block_hash != MEMPOOL_BLOCK
             && (t.final_at_ms.is_some() || final_height.is_some_and(|h| t.final_from() <= h))
@@ -97,7 +104,9 @@ pub(crate) fn check(
     let live: Vec<&TransferRecord> = rows
         .iter()
         .copied()
-        .filter(|t| t.orphaned_at_ms.is_none() && t.network == r.network)
+        .filter(|t| {
+            t.orphaned_at_ms.is_none() && t.network == r.network && r.txids.contains(&t.txid)
+        })
         .collect();
     let paying: Vec<&TransferRecord> = live
         .iter()
@@ -107,13 +116,13 @@ pub(crate) fn check(
     if paying.is_empty() {
         if let Some(elsewhere) = live.iter().find(|t| is_final(t)) {
             return RefundCheck::mismatch(format!(
-                "transaction {txid} pays {}, not the refund's destination {}",
+                "{sent} pays {}, not the refund's destination {}",
                 elsewhere.to, r.destination
             ));
         }
         if r.check_by_ms.is_some_and(|by| now_ms > by) {
             return RefundCheck::mismatch(format!(
-                "no transfer to {} in transaction {txid} was seen on {} by the refund's deadline: \
+                "no transfer to {} in {sent} was seen on {} by the refund's deadline: \
                  it may pay another address, have failed, or never have been broadcast",
                 r.destination, r.network
             ));
@@ -123,14 +132,21 @@ pub(crate) fn check(
     if !paying.iter().all(|t| is_final(t)) {
         return RefundCheck::is(RefundState::SentUnconfirmed);
     }
-    if paying.iter().any(|t| !t.success) {
-        return RefundCheck::mismatch(format!(
-            "transaction {txid} failed on {} (reverted): it moved nothing to {}",
-            r.network, r.destination
-        ));
+    let failed = paying.iter().find(|t| !t.success);
+    let moved: Vec<&TransferRecord> = paying.iter().copied().filter(|t| t.success).collect();
+    let reverted = |t: &TransferRecord| {
+        RefundCheck::mismatch(format!(
+            "transaction {} failed on {} (reverted): it moved nothing to {}",
+            t.txid, r.network, r.destination
+        ))
+    };
+    if moved.is_empty() {
+        if let Some(t) = failed {
+            return reverted(t);
+        }
     }
     for (asset, amount) in owed {
-        let paid: u128 = paying
+        let paid: u128 = moved
             .iter()
             .filter(|t| t.asset == *asset)
             .map(|t| t.amount.0)
@@ -138,20 +154,24 @@ pub(crate) fn check(
         if paid >= *amount {
             continue;
         }
+        // A reverted transaction is the likeliest reason money is missing.
+        if let Some(t) = failed {
+            return reverted(t);
+        }
         if paid == 0 {
-            let other = paying
+            let other = moved
                 .iter()
                 .map(|t| shown(r.network, &t.asset, t.amount.0))
                 .collect::<Vec<_>>()
                 .join(" and ");
             return RefundCheck::mismatch(format!(
-                "transaction {txid} pays {other} to {}, where {} is owed",
+                "{sent} pays {other} to {}, where {} is owed",
                 r.destination,
                 shown(r.network, asset, *amount)
             ));
         }
         return RefundCheck::mismatch(format!(
-            "transaction {txid} pays {} to {}, less than the {} owed",
+            "{sent} pays {} to {}, less than the {} owed",
             shown(r.network, asset, paid),
             r.destination,
             shown(r.network, asset, *amount)
@@ -226,6 +246,7 @@ mod tests {
             network: Network::Litecoin,
             destination: DEST.into(),
             txid: txid.map(str::to_owned),
+            txids: txid.iter().map(|t| t.to_string()).collect(),
             state: RefundState::SentUnconfirmed,
             check_by_ms,
             checked_at_ms: None,
@@ -304,6 +325,63 @@ mod tests {
             check(&r, &ltc(1), &[&gone], Some(10), 0).state,
             RefundState::SentUnconfirmed,
             "a refund a reorg took out waits to be mined again"
+        );
+    }
+
+    #[test]
+    fn a_refund_owed_in_two_assets_is_paid_by_two_transactions_judged_together() {
+        let (first, second) = ("aa".repeat(32), "bb".repeat(32));
+        let mut r = refund(Some(&second), Some(1_000));
+        r.txids = vec![first.clone(), second.clone()];
+        let owed = vec![
+            (AssetId::Known(Asset::Ltc), 100),
+            (AssetId::Known(Asset::Usdc), 7),
+        ];
+        let mut ltc_back = row(DEST, 100, 10, true);
+        ltc_back.txid = first.clone();
+        let mut usdc_back = row(DEST, 7, 10, true);
+        usdc_back.txid = second.clone();
+        usdc_back.asset = AssetId::Known(Asset::Usdc);
+        let alone = check(&r, &owed, &[&ltc_back], Some(10), 0);
+        assert!(
+            alone
+                .mismatch
+                .as_deref()
+                .is_some_and(|m| m.contains("where")),
+            "{alone:?}"
+        );
+        assert_eq!(
+            check(&r, &owed, &[&ltc_back, &usdc_back], Some(10), 0).state,
+            RefundState::Refunded
+        );
+        // A transaction recorded for another refund is not this one's.
+        let mut stranger = usdc_back.clone();
+        stranger.txid = "cc".repeat(32);
+        assert_eq!(
+            check(&r, &owed, &[&ltc_back, &stranger], Some(10), 0).state,
+            RefundState::Mismatch
+        );
+    }
+
+    #[test]
+    fn a_reverted_refund_made_good_by_the_next_transaction_is_refunded() {
+        let (first, second) = ("aa".repeat(32), "bb".repeat(32));
+        let mut r = refund(Some(&second), Some(1_000));
+        r.txids = vec![first.clone(), second.clone()];
+        let mut reverted = row(DEST, 100, 10, false);
+        reverted.txid = first;
+        let mut paid = row(DEST, 100, 11, true);
+        paid.txid = second;
+        let only_reverted = check(&r, &ltc(100), &[&reverted], Some(11), 0);
+        assert!(only_reverted.mismatch.unwrap().contains("failed"));
+        assert_eq!(
+            check(&r, &ltc(100), &[&reverted, &paid], Some(10), 0).state,
+            RefundState::SentUnconfirmed,
+            "the second is not final yet"
+        );
+        assert_eq!(
+            check(&r, &ltc(100), &[&reverted, &paid], Some(11), 0).state,
+            RefundState::Refunded
         );
     }
 

@@ -157,18 +157,25 @@ impl Reconciler {
                     .await?
                 {
                     return Ok(ActionOutcome::Refused(format!(
-                        "transaction {txid} is already recorded for the refund of intent {other}:                          each refund needs a transaction of its own"
+                        "transaction {txid} is already recorded for the refund of intent {other}: \
+                         each refund needs a transaction of its own"
                     )));
                 }
                 let check_by = now.saturating_add(self.policy.refund_check_ms);
                 if !store
-                    .refund_sent(&mut tx, intent.id, txid, now, check_by)
+                    .refund_sent(
+                        &mut tx,
+                        intent.id,
+                        refund_network(&intent),
+                        txid,
+                        now,
+                        check_by,
+                    )
                     .await?
                 {
                     return Ok(ActionOutcome::Refused(format!(
-                        "intent {} has no refund awaiting its transaction (record refund_required \
-                         first; a refund already sent is replaced only once the chain showed it a \
-                         mismatch)",
+                        "intent {} has no refund awaiting a transaction (record refund_required \
+                         first; a refund the chain shows refunded takes no more)",
                         intent.id
                     )));
                 }

@@ -410,7 +410,7 @@ fn refund_checks(facts: &Facts, now: i64) -> HashMap<i64, RefundCheck> {
         let rows: Vec<&crate::store::TransferRecord> = facts
             .refund_rows
             .iter()
-            .filter(|t| r.txid.as_deref() == Some(t.txid.as_str()))
+            .filter(|t| r.txids.contains(&t.txid))
             .collect();
         let final_height = facts.final_heights.get(&r.network).copied();
         out.insert(*id, refund_check::check(r, &owed, &rows, final_height, now));

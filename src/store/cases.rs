@@ -28,7 +28,10 @@ pub struct AuditEntry {
 pub struct RefundRecord {
     pub destination: String,
     pub required_at_ms: i64,
+    /// The latest transaction support recorded.
     pub txid: Option<String>,
+    /// Every transaction recorded for it, oldest first, judged together.
+    pub txids: Vec<String>,
     pub sent_at_ms: Option<i64>,
     /// Where it goes out: the network the money came on.
     pub network: Option<String>,
@@ -75,20 +78,38 @@ impl Store {
         .bind(intent_id)
         .fetch_optional(self.pool())
         .await?;
-        row.map(|r| {
-            Ok(RefundRecord {
-                destination: r.try_get("destination")?,
-                required_at_ms: r.try_get("required_at")?,
-                txid: r.try_get("txid")?,
-                sent_at_ms: r.try_get("sent_at")?,
-                network: r.try_get("network")?,
-                state: r.try_get("state")?,
-                check_by_ms: r.try_get("check_by")?,
-                checked_at_ms: r.try_get("checked_at")?,
-                mismatch: r.try_get("mismatch")?,
-            })
-        })
-        .transpose()
+        let Some(r) = row else {
+            return Ok(None);
+        };
+        let txid: Option<String> = r.try_get("txid")?;
+        // The previous release records only `refunds.txid`: kept last
+        // whatever the table of transactions holds.
+        let mut txids: Vec<String> = Vec::new();
+        for t in sqlx::query(
+            "SELECT txid FROM refund_transactions WHERE intent_id = $1 ORDER BY sent_at, txid",
+        )
+        .bind(intent_id)
+        .fetch_all(self.pool())
+        .await?
+        {
+            let t: String = t.try_get("txid")?;
+            if txid.as_deref() != Some(t.as_str()) {
+                txids.push(t);
+            }
+        }
+        txids.extend(txid.iter().cloned());
+        Ok(Some(RefundRecord {
+            destination: r.try_get("destination")?,
+            required_at_ms: r.try_get("required_at")?,
+            txids,
+            txid,
+            sent_at_ms: r.try_get("sent_at")?,
+            network: r.try_get("network")?,
+            state: r.try_get("state")?,
+            check_by_ms: r.try_get("check_by")?,
+            checked_at_ms: r.try_get("checked_at")?,
+            mismatch: r.try_get("mismatch")?,
+        }))
     }
 
     /// Intents matching a search: by reference, account, address (on any

@@ -5,6 +5,7 @@
 
 use std::collections::HashSet;
 
+use paywatch_core::Network;
 use serde::Serialize;
 use sqlx::Row;
 
@@ -245,21 +246,26 @@ impl Store {
             > 0)
     }
 
-    /// Records the refund's transaction, to be seen on chain by
-    /// `check_by_ms`; false when none awaits one. A transaction the chain
-    /// showed wrong (`mismatch`) is replaced by the one support sent next.
+    /// Records a transaction of the refund, to be seen on chain by
+    /// `check_by_ms`; false when the refund is not awaiting one (none
+    /// required, or refunded already). A refund not yet paid in full (sent
+    /// and unconfirmed, or shown wrong by the chain) takes another: money
+    /// owed in two assets, or a first transaction short, is made up by the
+    /// next, and the refund is judged on all of them together.
     pub(crate) async fn refund_sent(
         &self,
         tx: &mut Tx,
         intent_id: i64,
+        network: Network,
         txid: &str,
         now_ms: i64,
         check_by_ms: i64,
     ) -> Result<bool, StoreError> {
-        Ok(sqlx::query(
+        let awaited = sqlx::query(
             "UPDATE refunds SET txid = $2, sent_at = $3, check_by = $4, \
              state = 'sent_unconfirmed', mismatch = NULL, checked_at = NULL \
-             WHERE intent_id = $1 AND (txid IS NULL OR state = 'mismatch')",
+             WHERE intent_id = $1 \
+               AND (txid IS NULL OR state IN ('sent_unconfirmed', 'mismatch'))",
         )
         .bind(intent_id)
         .bind(txid)
@@ -268,6 +274,19 @@ impl Store {
         .execute(&mut **tx)
         .await?
         .rows_affected()
-            > 0)
+            > 0;
+        if awaited {
+            sqlx::query(
+                "INSERT INTO refund_transactions (intent_id, network, txid, sent_at) \
+                 VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+            )
+            .bind(intent_id)
+            .bind(network.as_str())
+            .bind(txid)
+            .bind(now_ms)
+            .execute(&mut **tx)
+            .await?;
+        }
+        Ok(awaited)
     }
 }

@@ -326,7 +326,7 @@ impl Store {
             let sent: Vec<(Network, &str)> = facts
                 .refunds
                 .values()
-                .filter_map(|r| Some((r.network, r.txid.as_deref()?)))
+                .flat_map(|r| r.txids.iter().map(|t| (r.network, t.as_str())))
                 .collect();
             facts.refund_rows = self.rows_of_transactions(tx, &sent).await?;
         }

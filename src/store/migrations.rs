@@ -301,6 +301,11 @@ const POSTGRES: Embedded = &[
         "settlement payments",
         include_str!("../../migrations/postgres/0059_settlement_payments.sql"),
     ),
+    (
+        60,
+        "refund transactions",
+        include_str!("../../migrations/postgres/0060_refund_transactions.sql"),
+    ),
 ];
 const SQLITE: Embedded = &[
     (
@@ -592,6 +597,11 @@ const SQLITE: Embedded = &[
         59,
         "settlement payments",
         include_str!("../../migrations/sqlite/0059_settlement_payments.sql"),
+    ),
+    (
+        60,
+        "refund transactions",
+        include_str!("../../migrations/sqlite/0060_refund_transactions.sql"),
     ),
 ];
 

@@ -32,7 +32,11 @@ pub struct RefundRow {
     /// Where it goes out: where the money came.
     pub network: Network,
     pub destination: String,
+    /// The latest transaction support recorded.
     pub txid: Option<String>,
+    /// Every transaction support recorded for it, oldest first: the refund
+    /// is judged on all of them together.
+    pub txids: Vec<String>,
     pub state: RefundState,
     /// The refund's transaction must be seen paying the destination by
     /// then, or it is a mismatch.
@@ -104,11 +108,13 @@ impl Store {
             let destination: String = r.try_get("destination")?;
             let state: Option<String> = r.try_get("state")?;
             let placed: i64 = r.try_get("placed")?;
+            let txid: Option<String> = r.try_get("txid")?;
             let row = RefundRow {
                 intent_id: r.try_get("intent_id")?,
                 network,
                 destination: network.normalize_address(&destination).into_owned(),
-                txid: r.try_get("txid")?,
+                txids: txid.iter().cloned().collect(),
+                txid,
                 state: state
                     .as_deref()
                     .unwrap_or("required")
@@ -120,6 +126,28 @@ impl Store {
                 placed: placed == 1,
             };
             out.insert(row.intent_id, row);
+        }
+        // The transactions recorded before the latest. The previous release
+        // records only `refunds.txid`, which is read above whatever this
+        // table holds.
+        let sql = format!(
+            "SELECT intent_id, txid FROM refund_transactions \
+             WHERE intent_id IN (SELECT id FROM {}) ORDER BY sent_at, txid",
+            self.dialect().rowset("$1", &[("id", Col::Int)])
+        );
+        for r in sqlx::query(&sql)
+            .bind(json(&body)?)
+            .fetch_all(&mut **tx)
+            .await?
+        {
+            let intent_id: i64 = r.try_get("intent_id")?;
+            let txid: String = r.try_get("txid")?;
+            if let Some(refund) = out.get_mut(&intent_id) {
+                if !refund.txids.contains(&txid) {
+                    let before_latest = refund.txids.len().saturating_sub(1);
+                    refund.txids.insert(before_latest, txid);
+                }
+            }
         }
         Ok(out)
     }
@@ -286,7 +314,7 @@ impl Store {
     }
 
     /// The other intent whose refund already names transaction `txid` on
-    /// `network`, if any.
+    /// `network`, as its latest or an earlier one, if any.
     pub(crate) async fn refund_with_txid(
         &self,
         tx: &mut Tx,
@@ -296,7 +324,9 @@ impl Store {
     ) -> Result<Option<i64>, StoreError> {
         let row = sqlx::query(
             "SELECT intent_id FROM refunds WHERE txid = $1 AND network = $2 \
-             AND intent_id <> $3 LIMIT 1",
+             AND intent_id <> $3 \
+             UNION ALL SELECT intent_id FROM refund_transactions WHERE txid = $1 \
+             AND network = $2 AND intent_id <> $3 LIMIT 1",
         )
         .bind(txid)
         .bind(network.as_str())
