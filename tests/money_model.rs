@@ -232,8 +232,8 @@ fn step() -> impl Strategy<Value = Step> {
         1 => slot.clone().prop_map(|intent| Step::Rescan { intent }),
         3 => (slot.clone(), prop_oneof![
             3 => Just(SupportStep::Accept),
-            1 => Just(SupportStep::RefundRequired),
-            1 => prop_oneof![
+            2 => Just(SupportStep::RefundRequired),
+            2 => prop_oneof![
                 3 => Just(RefundHow::Full),
                 1 => Just(RefundHow::Short),
                 1 => Just(RefundHow::Failed),
@@ -648,8 +648,8 @@ async fn apply(h: &mut Harness, m: &mut Model, step: Step) -> Result<bool, Strin
             // Mostly a case that waits for a person, as support would pick;
             // for a refund's transaction, a refund that awaits one.
             let waiting = if matches!(step, SupportStep::RefundSent { .. }) {
-                "SELECT intent_id AS id FROM refunds WHERE txid IS NULL OR state = 'mismatch' \
-                 ORDER BY intent_id"
+                "SELECT intent_id AS id FROM refunds \
+                 WHERE txid IS NULL OR state IN ('sent_unconfirmed', 'mismatch') ORDER BY intent_id"
             } else {
                 "SELECT id FROM intents WHERE status = 'needs_review' ORDER BY id"
             };

@@ -113,6 +113,14 @@ pub(crate) fn check(
         .copied()
         .filter(|t| t.to == r.destination)
         .collect();
+    // A transaction support recorded and the chain has not shown yet is
+    // awaited until the deadline: the one that makes up the refund is
+    // often recorded before it is mined.
+    let before_deadline = r.check_by_ms.is_none_or(|by| now_ms <= by);
+    let unseen = r.txids.iter().any(|x| !live.iter().any(|t| t.txid == *x));
+    if unseen && before_deadline {
+        return RefundCheck::is(RefundState::SentUnconfirmed);
+    }
     if paying.is_empty() {
         if let Some(elsewhere) = live.iter().find(|t| is_final(t)) {
             return RefundCheck::mismatch(format!(
@@ -120,7 +128,7 @@ pub(crate) fn check(
                 elsewhere.to, r.destination
             ));
         }
-        if r.check_by_ms.is_some_and(|by| now_ms > by) {
+        if !before_deadline {
             return RefundCheck::mismatch(format!(
                 "no transfer to {} in {sent} was seen on {} by the refund's deadline: \
                  it may pay another address, have failed, or never have been broadcast",
@@ -342,7 +350,12 @@ mod tests {
         let mut usdc_back = row(DEST, 7, 10, true);
         usdc_back.txid = second.clone();
         usdc_back.asset = AssetId::Known(Asset::Usdc);
-        let alone = check(&r, &owed, &[&ltc_back], Some(10), 0);
+        assert_eq!(
+            check(&r, &owed, &[&ltc_back], Some(10), 0).state,
+            RefundState::SentUnconfirmed,
+            "the second is awaited until the deadline"
+        );
+        let alone = check(&r, &owed, &[&ltc_back], Some(10), 1_001);
         assert!(
             alone
                 .mismatch
@@ -358,7 +371,7 @@ mod tests {
         let mut stranger = usdc_back.clone();
         stranger.txid = "cc".repeat(32);
         assert_eq!(
-            check(&r, &owed, &[&ltc_back, &stranger], Some(10), 0).state,
+            check(&r, &owed, &[&ltc_back, &stranger], Some(10), 1_001).state,
             RefundState::Mismatch
         );
     }
@@ -372,7 +385,12 @@ mod tests {
         reverted.txid = first;
         let mut paid = row(DEST, 100, 11, true);
         paid.txid = second;
-        let only_reverted = check(&r, &ltc(100), &[&reverted], Some(11), 0);
+        assert_eq!(
+            check(&r, &ltc(100), &[&reverted], Some(11), 0).state,
+            RefundState::SentUnconfirmed,
+            "the second is awaited until the deadline"
+        );
+        let only_reverted = check(&r, &ltc(100), &[&reverted], Some(11), 1_001);
         assert!(only_reverted.mismatch.unwrap().contains("failed"));
         assert_eq!(
             check(&r, &ltc(100), &[&reverted, &paid], Some(10), 0).state,
