@@ -1016,20 +1016,27 @@ async fn a_refunded_duplicate_never_holds_up_a_settlement_whose_own_payment_left
     assert_eq!(w.h.intent(i.id).await.status, Status::Resolved);
     assert_eq!(w.h.balance("acct-1").await, 10_000);
 
+    reorg_keeping_only(&mut w, i.id, &twice).await;
+    assert_eq!(w.h.balance("acct-1").await, 0, "the credit is taken back");
+    w.assert_money_rules_hold().await;
+}
+
+/// The last two blocks go; of their payments only `kept` is broadcast
+/// again and mined, the rest gone for good, which reverses the intent's
+/// settlement.
+async fn reorg_keeping_only(w: &mut World, intent: i64, kept: &str) {
     let dropped = w.h.chain.reorg(2);
     w.h.chain
-        .rebroadcast(dropped.into_iter().filter(|t| t.txid == twice).collect());
+        .rebroadcast(dropped.into_iter().filter(|t| t.txid == kept).collect());
     w.h.mine(3);
     w.h.sync().await;
-    let r = w.h.intent(i.id).await;
+    let r = w.h.intent(intent).await;
     assert_eq!(
         (r.status, r.exception),
         (Status::NeedsReview, Some(Exception::Reversed)),
         "{:?}",
         r.reason
     );
-    assert_eq!(w.h.balance("acct-1").await, 0, "the credit is taken back");
-    w.assert_money_rules_hold().await;
 }
 
 /// Payments have identities, and support sees lateness (found 2, found 6):
@@ -1157,20 +1164,7 @@ async fn a_settlement_names_the_payments_it_stands_on_and_keeps_them_when_a_reor
     );
     w.assert_money_rules_hold().await;
 
-    // The second payment's block and those after it go; the duplicate's
-    // sender broadcasts it again, the second payment is gone for good.
-    let dropped = w.h.chain.reorg(2);
-    w.h.chain
-        .rebroadcast(dropped.into_iter().filter(|t| t.txid == twice).collect());
-    w.h.mine(3);
-    w.h.sync().await;
-    let r = w.h.intent(i.id).await;
-    assert_eq!(
-        (r.status, r.exception),
-        (Status::NeedsReview, Some(Exception::Reversed)),
-        "{:?}",
-        r.reason
-    );
+    reorg_keeping_only(&mut w, i.id, &twice).await;
     assert_eq!(
         stands_on(&w.h, i.id).await,
         settling,
