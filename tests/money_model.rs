@@ -1293,6 +1293,51 @@ fn replay(steps: &[Step]) {
     }
 }
 
+/// A refund sent in full, then a second transaction recorded for it that
+/// failed: the refund is paid by the first, and reads refunded on it,
+/// whichever of its transactions was recorded last (found by the model
+/// once a refund could take several transactions: `paywatch check` read
+/// only the latest).
+#[test]
+fn a_refund_paid_by_its_first_transaction_stays_refunded_when_a_failed_one_is_recorded_after() {
+    let sync = Step::Sync {
+        interleaved: false,
+        on_other: false,
+    };
+    let order = Step::Create {
+        topup: false,
+        reference: 0,
+    };
+    replay(&[
+        order,
+        order,
+        Step::Pay {
+            intent: 2,
+            how: PayHow::Under,
+        },
+        Step::Mine { blocks: 2 },
+        sync,
+        order,
+        order,
+        Step::Support {
+            intent: 0,
+            step: SupportStep::RefundRequired,
+        },
+        Step::Support {
+            intent: 0,
+            step: SupportStep::RefundSent {
+                how: RefundHow::Full,
+            },
+        },
+        Step::Support {
+            intent: 0,
+            step: SupportStep::RefundSent {
+                how: RefundHow::Failed,
+            },
+        },
+    ]);
+}
+
 /// An order overpaid and settled; a reorg takes its payment out for good;
 /// support accepts the excess before the watcher has seen the reorg; the
 /// reorg is then read block by block with reconcile between.

@@ -114,14 +114,15 @@ pub(crate) fn check(
         .filter(|t| t.to == r.destination)
         .collect();
     // A transaction support recorded and the chain has not shown yet is
-    // awaited until the deadline: the one that makes up the refund is
-    // often recorded before it is mined.
+    // awaited until the deadline, unless what was seen pays the refund in
+    // full already: the one that makes up a refund is often recorded
+    // before it is mined, and one recorded by mistake never is.
     let before_deadline = r.check_by_ms.is_none_or(|by| now_ms <= by);
-    let unseen = r.txids.iter().any(|x| !live.iter().any(|t| t.txid == *x));
-    if unseen && before_deadline {
-        return RefundCheck::is(RefundState::SentUnconfirmed);
-    }
+    let awaiting = before_deadline && r.txids.iter().any(|x| !live.iter().any(|t| t.txid == *x));
     if paying.is_empty() {
+        if awaiting {
+            return RefundCheck::is(RefundState::SentUnconfirmed);
+        }
         if let Some(elsewhere) = live.iter().find(|t| is_final(t)) {
             return RefundCheck::mismatch(format!(
                 "{sent} pays {}, not the refund's destination {}",
@@ -148,17 +149,26 @@ pub(crate) fn check(
             t.txid, r.network, r.destination
         ))
     };
+    let paid_in = |asset: &AssetId| -> u128 {
+        moved
+            .iter()
+            .filter(|t| t.asset == *asset)
+            .map(|t| t.amount.0)
+            .sum()
+    };
+    if !moved.is_empty() && owed.iter().all(|(asset, amount)| paid_in(asset) >= *amount) {
+        return RefundCheck::is(RefundState::Refunded);
+    }
+    if awaiting {
+        return RefundCheck::is(RefundState::SentUnconfirmed);
+    }
     if moved.is_empty() {
         if let Some(t) = failed {
             return reverted(t);
         }
     }
     for (asset, amount) in owed {
-        let paid: u128 = moved
-            .iter()
-            .filter(|t| t.asset == *asset)
-            .map(|t| t.amount.0)
-            .sum();
+        let paid = paid_in(asset);
         if paid >= *amount {
             continue;
         }
@@ -373,6 +383,19 @@ mod tests {
         assert_eq!(
             check(&r, &owed, &[&ltc_back, &stranger], Some(10), 1_001).state,
             RefundState::Mismatch
+        );
+    }
+
+    #[test]
+    fn a_transaction_recorded_by_mistake_never_holds_up_a_refund_paid_in_full() {
+        let (never, paid_by) = ("aa".repeat(32), "bb".repeat(32));
+        let mut r = refund(Some(&paid_by), Some(1_000));
+        r.txids = vec![never, paid_by.clone()];
+        let mut paid = row(DEST, 100, 10, true);
+        paid.txid = paid_by;
+        assert_eq!(
+            check(&r, &ltc(100), &[&paid], Some(10), 0).state,
+            RefundState::Refunded
         );
     }
 

@@ -155,21 +155,25 @@ const RULES: [(&str, &str); 11] = [
                        AND dp.idx = t.idx AND d.intent_id = i.id \
                        AND d.action IN ('refund_required', 'reassign')))",
     ),
-    // A refund reads `refunded` only while a final, successful row of its
-    // transaction pays its destination on its network (issue 36): a reorg
-    // that took it out queues the destination, and reconcile reads it
-    // `sent_unconfirmed` again.
+    // A refund reads `refunded` only while a final, successful row of one
+    // of its transactions (the latest, or one recorded before it) pays its
+    // destination on its network (issue 36): a reorg that took them out
+    // queues the destination, and reconcile reads it `sent_unconfirmed`
+    // again.
     (
         "a refund reads refunded only on a final transaction paying its destination",
         "SELECT 'intent ' || CAST(r.intent_id AS TEXT) || ': refund reads refunded, but no final \
-         row of transaction ' || COALESCE(r.txid, '(none)') || ' pays ' || r.destination \
-         || ' on ' || COALESCE(r.network, '(no network)') AS detail \
+         row of its transactions (the latest ' || COALESCE(r.txid, '(none)') || ') pays ' \
+         || r.destination || ' on ' || COALESCE(r.network, '(no network)') AS detail \
          FROM refunds r \
          WHERE r.state = 'refunded' \
            AND NOT EXISTS (SELECT 1 FROM reconcile_queue q \
                WHERE q.network = r.network AND q.address = r.destination) \
            AND NOT EXISTS (SELECT 1 FROM transfers t \
-               WHERE t.txid = r.txid AND t.network = r.network AND t.to_address = r.destination \
+               WHERE (t.txid = r.txid OR EXISTS (SELECT 1 FROM refund_transactions x \
+                      WHERE x.intent_id = r.intent_id AND x.network = t.network \
+                        AND x.txid = t.txid)) \
+                 AND t.network = r.network AND t.to_address = r.destination \
                  AND t.orphaned_at IS NULL AND t.tx_status = 'success' \
                  AND (t.final_at IS NOT NULL OR t.block_height <= (SELECT c.final_height \
                       FROM chain_state c WHERE c.network = t.network)) \
