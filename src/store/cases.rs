@@ -82,22 +82,16 @@ impl Store {
             return Ok(None);
         };
         let txid: Option<String> = r.try_get("txid")?;
-        // The previous release records only `refunds.txid`: kept last
-        // whatever the table of transactions holds.
-        let mut txids: Vec<String> = Vec::new();
-        for t in sqlx::query(
+        let recorded = sqlx::query(
             "SELECT txid FROM refund_transactions WHERE intent_id = $1 ORDER BY sent_at, txid",
         )
         .bind(intent_id)
         .fetch_all(self.pool())
         .await?
-        {
-            let t: String = t.try_get("txid")?;
-            if txid.as_deref() != Some(t.as_str()) {
-                txids.push(t);
-            }
-        }
-        txids.extend(txid.iter().cloned());
+        .iter()
+        .map(|t| t.try_get("txid"))
+        .collect::<Result<Vec<String>, _>>()?;
+        let txids = super::refunds::in_order(txid.as_deref(), recorded);
         Ok(Some(RefundRecord {
             destination: r.try_get("destination")?,
             required_at_ms: r.try_get("required_at")?,

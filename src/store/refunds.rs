@@ -75,6 +75,19 @@ struct Id {
     id: i64,
 }
 
+/// A refund's transactions, oldest first: those recorded in
+/// `refund_transactions` (by when sent), then `refunds.txid`, the latest,
+/// which the previous release writes alone.
+pub(super) fn in_order(latest: Option<&str>, recorded: Vec<String>) -> Vec<String> {
+    let mut txids: Vec<String> = recorded
+        .into_iter()
+        .filter(|t| Some(t.as_str()) != latest)
+        .collect();
+    txids.dedup();
+    txids.extend(latest.map(str::to_owned));
+    txids
+}
+
 impl Store {
     /// The refunds of these intents.
     pub(crate) async fn refunds_of(
@@ -108,13 +121,12 @@ impl Store {
             let destination: String = r.try_get("destination")?;
             let state: Option<String> = r.try_get("state")?;
             let placed: i64 = r.try_get("placed")?;
-            let txid: Option<String> = r.try_get("txid")?;
             let row = RefundRow {
                 intent_id: r.try_get("intent_id")?,
                 network,
                 destination: network.normalize_address(&destination).into_owned(),
-                txids: txid.iter().cloned().collect(),
-                txid,
+                txids: Vec::new(),
+                txid: r.try_get("txid")?,
                 state: state
                     .as_deref()
                     .unwrap_or("required")
@@ -143,11 +155,11 @@ impl Store {
             let intent_id: i64 = r.try_get("intent_id")?;
             let txid: String = r.try_get("txid")?;
             if let Some(refund) = out.get_mut(&intent_id) {
-                if !refund.txids.contains(&txid) {
-                    let before_latest = refund.txids.len().saturating_sub(1);
-                    refund.txids.insert(before_latest, txid);
-                }
+                refund.txids.push(txid);
             }
+        }
+        for refund in out.values_mut() {
+            refund.txids = in_order(refund.txid.as_deref(), std::mem::take(&mut refund.txids));
         }
         Ok(out)
     }
