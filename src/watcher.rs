@@ -169,8 +169,28 @@ enum Step {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Chunk<'a> {
     pub events: &'a [ChainEvent],
-    /// Record the node's tip and final height in this transaction too.
+    /// A reorg, written whole: the batch's whole final height goes with it.
     pub progress: bool,
+}
+
+impl Chunk<'_> {
+    /// The final height this transaction records: the node's (`reported`,
+    /// already checked against the stream's blocks), but never past the
+    /// highest block written so far, which the next transactions carry.
+    pub fn final_height(&self, reported: u64) -> u64 {
+        if self.progress {
+            return reported;
+        }
+        let top = self
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                ChainEvent::Connected { block, .. } => Some(block.height),
+                _ => None,
+            })
+            .max();
+        top.map_or(reported, |top| reported.min(top))
+    }
 }
 
 /// How a batch is written: `per_transaction` events at a time, except that
@@ -315,16 +335,22 @@ impl Watcher {
                 "chain reorganised; orphaning disconnected blocks"
             );
         }
-        // A reorg is written in one transaction with the final height it
-        // implies, read now: the stream's cursor already holds its blocks.
-        let reorg_progress = if disconnects > 0 {
-            let final_height = self.confirmed_final_height(s).await?;
-            Some((s.last_tip().map_or(0, |t| t.height), final_height))
-        } else {
-            None
+        // Read once, before anything is written: every transaction carries
+        // the final height it makes, so a block's money never commits
+        // without its finality and one reconcile pass decides it. A reorg
+        // is written whole with the final height it implies.
+        let final_height = match self.confirmed_final_height(s).await {
+            Ok(height) => height,
+            Err(trouble) => {
+                // The stream already holds these events; nothing of them
+                // was written: emit them again after a reload.
+                self.cursor_stale |= !events.is_empty();
+                return Err(trouble);
+            }
         };
+        let tip = s.last_tip().map_or(0, |t| t.height);
         for chunk in transactions_for(&events, self.cfg.events_per_transaction) {
-            let progress = reorg_progress.filter(|_| chunk.progress);
+            let progress = Some((tip, chunk.final_height(final_height)));
             let applied = self
                 .deps
                 .ingest
@@ -341,8 +367,6 @@ impl Watcher {
             }
             self.deps.progress.notify_one();
         }
-        let final_height = self.confirmed_final_height(s).await?;
-        let tip = s.last_tip().map_or(0, |t| t.height);
         let now = self.now();
         let stalled = self
             .stall

@@ -28,6 +28,7 @@ on_both_databases!(
     an_ended_address_goes_dormant_and_the_sweep_finds_a_late_payment_to_it,
     dormant_addresses_come_back_with_a_rescan_on_a_source_that_cannot_look_them_up,
     a_sweep_that_fails_never_holds_the_chain_back,
+    a_blocks_money_commits_with_its_finality_so_one_reconcile_pass_decides_it,
 );
 
 struct Running {
@@ -269,6 +270,46 @@ async fn an_address_issued_by_another_instance_is_watched_within_one_poll(b: Bac
     h.reconciler.run_until_idle().await.unwrap();
     assert_eq!(h.intent(intent.id).await.status, Status::Paid);
     let _ = h.clock.now_ms();
+    running.stop().await.expect("a clean stop");
+}
+
+/// A block's transfers and the final height they make commit together: no
+/// reader ever sees a final block's money as not final, and the one
+/// reconcile pass the commit wakes decides the intent (before, the final
+/// height followed in a second transaction, and a first pass found the
+/// payment `confirming`).
+async fn a_blocks_money_commits_with_its_finality_so_one_reconcile_pass_decides_it(b: Backend) {
+    let mut h = Harness::new(b, Network::Litecoin, 1).await;
+    h.import_pool(1).await;
+    let intent = h.create("order", "w-one-pass", "LTC", "100").await;
+    let running = start(&h, h.watch.clone(), 10);
+    wait_for(&h, "the first poll", |s| s.watcher_state == "running").await;
+
+    // The node serves the paying block, then times out when asked what is
+    // final: the watcher holds the block without knowing its finality.
+    h.pay(&intent.address, Asset::Ltc, intent.amount_due);
+    h.chain.fail_final_height_after_block(h.chain.height() + 1);
+    h.mine(1);
+    let paying_block = h.chain.height();
+    wait_for(&h, "the failed question", |s| s.watcher_state == "degraded").await;
+    let status = h.store.chain_status(h.network).await.unwrap().unwrap();
+    for t in h.store.transfers(Some(h.network), None, 10).await.unwrap() {
+        assert!(
+            status.final_height.is_some_and(|f| f >= t.block_height),
+            "the payment in block {} was committed without its finality (final height {:?}): \
+             a reconcile pass between the two commits reads a final payment as confirming",
+            t.block_height,
+            status.final_height
+        );
+    }
+
+    // Written once the node answers: one pass decides it.
+    wait_for_a_transfer(&h).await;
+    let status = h.store.chain_status(h.network).await.unwrap().unwrap();
+    assert_eq!(status.final_height, Some(paying_block), "{status:?}");
+    let pass = h.reconciler.run_once().await.unwrap();
+    assert_eq!(pass.settled, 1, "{pass:?}");
+    assert_eq!(h.intent(intent.id).await.status, Status::Paid);
     running.stop().await.expect("a clean stop");
 }
 

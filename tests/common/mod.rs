@@ -478,27 +478,21 @@ impl Harness {
             }
             // As the watcher writes a batch: a reorg whole, with the final
             // height it implies; other events `events_per_transaction` at a
-            // time, reconcile free to run between two transactions.
-            let reorg = events
-                .iter()
-                .any(|e| matches!(e, paywatch_core::ChainEvent::Disconnected { .. }));
-            let progress = if reorg {
-                let final_height = self
-                    .stream
-                    .confirmed_final_height()
-                    .await
-                    .expect("final height")
-                    .unwrap_or(0);
-                Some((self.chain.height(), final_height))
-            } else {
-                None
-            };
+            // time, each with the final height it makes, reconcile free to
+            // run between two transactions.
+            let final_height = self
+                .stream
+                .confirmed_final_height()
+                .await
+                .expect("final height")
+                .unwrap_or(0);
+            let tip = self.chain.height();
             for chunk in paywatch::watcher::transactions_for(&events, self.events_per_transaction) {
                 self.ingest
                     .apply_with_progress(
                         self.network,
                         chunk.events,
-                        progress.filter(|_| chunk.progress),
+                        Some((tip, chunk.final_height(final_height))),
                     )
                     .await
                     .expect("ingest");

@@ -29,6 +29,10 @@ struct State {
     confirmations: u64,
     final_height_override: Option<u64>,
     failures_left: u32,
+    /// Once the block at this height is served, the next final height
+    /// question fails (`ScriptedChain::fail_final_height_after_block`).
+    final_height_fails_after: Option<u64>,
+    final_height_fails_now: bool,
     block_time: i64,
     block_interval: i64,
     /// Leads every hash and txid, so two chains never share one.
@@ -84,6 +88,8 @@ impl ScriptedChain {
                 confirmations: 1,
                 final_height_override: None,
                 failures_left: 0,
+                final_height_fails_after: None,
+                final_height_fails_now: false,
                 block_time: 1_700_000_000,
                 block_interval: 60,
                 namespace,
@@ -137,6 +143,16 @@ impl ScriptedChain {
     /// The next `n` source calls fail as a node outage would.
     pub fn fail_next(&self, n: u32) {
         self.lock().failures_left = n;
+    }
+
+    /// The first question for the final height after the block at
+    /// `height` was served fails, as a node timing out between two calls
+    /// would: the watcher holds that block and does not know yet what is
+    /// final.
+    pub fn fail_final_height_after_block(&self, height: u64) {
+        let mut s = self.lock();
+        s.final_height_fails_after = Some(height);
+        s.final_height_fails_now = false;
     }
 
     /// The node leaves transaction `txid` out of every block it serves,
@@ -400,6 +416,13 @@ impl BlockSource for ScriptedSource {
     async fn final_height(&self) -> Result<u64, SourceError> {
         let mut s = self.chain.lock();
         s.maybe_fail()?;
+        if s.final_height_fails_now {
+            s.final_height_fails_now = false;
+            s.final_height_fails_after = None;
+            return Err(SourceError::Transient(
+                "scripted node: the final height question timed out".into(),
+            ));
+        }
         let tip = s.base_height + s.blocks.len() as u64 - 1;
         Ok(match s.final_height_override {
             Some(h) => h.min(tip),
@@ -435,6 +458,9 @@ impl BlockSource for ScriptedSource {
         let Some(index) = height.checked_sub(s.base_height) else {
             return Ok(None);
         };
+        if s.final_height_fails_after == Some(height) && s.blocks.get(index as usize).is_some() {
+            s.final_height_fails_now = true;
+        }
         let Some(mined) = s.blocks.get(index as usize) else {
             return Ok(None);
         };
