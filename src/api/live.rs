@@ -7,12 +7,13 @@
 //! itself) is sent every event of the intent after it, then the live ones.
 //! A stream opened without one starts with the intent's current state.
 //!
-//! One task per process tails the feed and hands each new event to every
-//! open stream ([`FeedTail`]); a stream that falls behind it reads what it
-//! missed from the database, so a slow client costs its own reads, never
-//! another stream's events or memory.
+//! One task per process tails the feed, woken by the commits that write
+//! it, and hands each new event to the open streams of its intent
+//! ([`FeedTail`]); a stream that falls behind it reads what it missed from
+//! the database, so a slow client costs its own reads, never another
+//! stream's events or memory.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -40,84 +41,100 @@ use super::storefront::parse_id;
 use super::stream_budget::{Refused, StreamSlot};
 use super::throttle::Client;
 use super::ApiState;
-use crate::store::{FeedEvent, Store};
+use crate::store::{FeedEvent, FeedWake, Store};
 
-/// How often the tail looks for new events.
+/// How often the tail looks for new events without being woken: a
+/// backstop only. A commit of this process rings the store's bell, and on
+/// PostgreSQL every instance's commit notifies; another process writing to
+/// the same SQLite file is seen at the next look.
 const TAIL_EVERY: Duration = Duration::from_millis(250);
-/// With nobody listening, the tail moves to the feed's head every this
-/// many ticks (once a second).
-const IDLE_EVERY_TICKS: u32 = 4;
+/// With nobody listening, the tail moves to the feed's head at most this
+/// often instead of reading events.
+const IDLE_EVERY: Duration = Duration::from_secs(1);
 /// Events the tail reads at once, and a stream's replay page.
 const PAGE: i64 = 500;
-/// New events held for streams that have not taken them yet; a stream
-/// further behind reads from the database instead.
-const TAIL_BUFFER: usize = 1024;
+/// New events of one intent held for its streams that have not taken them
+/// yet; a stream further behind reads from the database instead.
+const INTENT_BUFFER: usize = 64;
 /// What a browser waits before reconnecting a stream that ended.
 const RETRY: Duration = Duration::from_secs(2);
 
-/// The one task per process that reads the feed as it grows.
+type Listeners = std::sync::Mutex<HashMap<i64, broadcast::Sender<Arc<FeedEvent>>>>;
+
+/// The one task per process that reads the feed as it grows, woken by the
+/// commits that write it, and hands each event to the streams of its
+/// intent alone: an event costs its intent's listeners, not every stream.
 #[derive(Debug, Default)]
 pub(crate) struct FeedTail {
-    sender: OnceCell<broadcast::Sender<Arc<FeedEvent>>>,
+    started: OnceCell<()>,
+    /// Each intent's streams, by intent id.
+    listeners: Arc<Listeners>,
 }
 
 impl FeedTail {
-    /// A receiver of every event committed after this call returns.
+    /// A receiver of `intent_id`'s events committed after this call returns.
     async fn subscribe(
         &self,
         store: &Store,
+        database_url: &str,
+        intent_id: i64,
     ) -> Result<broadcast::Receiver<Arc<FeedEvent>>, ApiError> {
-        let sender = self
-            .sender
+        self.started
             .get_or_try_init(|| async {
                 // Started at the feed's head: a stream reads older events
                 // itself, after subscribing, so none falls between.
                 let head = store.feed_head().await?;
-                let (sender, _) = broadcast::channel(TAIL_BUFFER);
-                tokio::spawn(tail(store.clone(), head, sender.clone()));
-                Ok::<_, ApiError>(sender)
+                let wake = FeedWake::new(store, database_url).await;
+                tokio::spawn(tail(store.clone(), head, self.listeners.clone(), wake));
+                Ok::<_, ApiError>(())
             })
             .await?;
-        Ok(sender.subscribe())
+        let mut listeners = self.listeners.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(listeners
+            .entry(intent_id)
+            .or_insert_with(|| broadcast::channel(INTENT_BUFFER).0)
+            .subscribe())
     }
 }
 
-async fn tail(store: Store, mut after: i64, sender: broadcast::Sender<Arc<FeedEvent>>) {
-    let mut ticker = tokio::time::interval(TAIL_EVERY);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut idle_ticks: u32 = 0;
+/// Forgets intents whose streams all ended; whether any stream is left.
+fn anyone_listening(listeners: &Listeners) -> bool {
+    let mut listeners = listeners.lock().unwrap_or_else(|p| p.into_inner());
+    listeners.retain(|_, sender| sender.receiver_count() > 0);
+    !listeners.is_empty()
+}
+
+async fn tail(store: Store, mut after: i64, listeners: Arc<Listeners>, mut wake: FeedWake) {
+    let mut moved_at: Option<Instant> = None;
     loop {
-        ticker.tick().await;
-        if sender.receiver_count() == 0 {
-            // Nobody listens: the position follows the head, a few times
-            // less often, instead of the events being read.
-            idle_ticks = idle_ticks.wrapping_add(1);
-            if !idle_ticks.is_multiple_of(IDLE_EVERY_TICKS) {
+        wake.wait(TAIL_EVERY).await;
+        if !anyone_listening(&listeners) {
+            // Nobody listens: the position follows the head, at most once a
+            // second, instead of the events being read.
+            if moved_at.is_some_and(|at| at.elapsed() < IDLE_EVERY) {
                 continue;
             }
+            moved_at = Some(Instant::now());
             // The head first, then the count: a stream that subscribes after
             // the count reads its own backlog up to at least this head, so
             // moving here skips nothing it is owed. Moved after a stream
             // subscribed, the events between its backlog and the head would
             // reach it late, on its next refill.
             match store.feed_head().await {
-                Ok(head) if sender.receiver_count() == 0 => after = head,
+                Ok(head) if !anyone_listening(&listeners) => after = head,
                 Ok(_) => {}
                 Err(e) => warn!(error = %e, "live status: reading the feed's head failed"),
             }
             continue;
         }
-        idle_ticks = 0;
         loop {
             match store.events_after(after, PAGE).await {
                 Ok(events) => {
                     let full = i64::try_from(events.len()).unwrap_or(i64::MAX) == PAGE;
-                    for e in events {
-                        after = e.cursor;
-                        // No receiver left is not an error: the next round
-                        // moves the head.
-                        let _ = sender.send(Arc::new(e));
+                    if let Some(last) = events.last() {
+                        after = last.cursor;
                     }
+                    hand_out(&listeners, events);
                     if !full {
                         break;
                     }
@@ -128,6 +145,18 @@ async fn tail(store: Store, mut after: i64, sender: broadcast::Sender<Arc<FeedEv
                 }
             }
         }
+    }
+}
+
+/// Each event to the streams of its intent, if any listen.
+fn hand_out(listeners: &Listeners, events: Vec<FeedEvent>) {
+    let listeners = listeners.lock().unwrap_or_else(|p| p.into_inner());
+    for e in events {
+        let Some(sender) = e.intent_id.and_then(|id| listeners.get(&id)) else {
+            continue;
+        };
+        // No receiver left is not an error: the next round forgets it.
+        let _ = sender.send(Arc::new(e));
     }
 }
 
@@ -271,7 +300,10 @@ async fn open(
             return Ok(busy);
         }
     };
-    let live = s.live.subscribe(&s.ctx.store).await?;
+    let live = s
+        .live
+        .subscribe(&s.ctx.store, &s.ctx.settings.database.url, intent_id)
+        .await?;
     let horizon = s.ctx.store.feed_pruned_through().await?;
     let head = s.ctx.store.feed_head().await?;
     // Resuming from before a prune would skip what was pruned, and from
@@ -423,4 +455,69 @@ impl Stream {
 /// An event's body, as written (an object; empty if ever it is not).
 fn payload_of(e: &FeedEvent) -> Map<String, Value> {
     serde_json::from_str(&e.payload).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(cursor: i64, intent_id: Option<i64>) -> FeedEvent {
+        FeedEvent {
+            cursor,
+            topic: "intent.status".into(),
+            kind: Some("order".into()),
+            reference: Some(format!("r-{cursor}")),
+            intent_id,
+            payload: "{}".into(),
+            created_at_ms: 1,
+        }
+    }
+
+    fn listen(listeners: &Listeners, intent_id: i64) -> broadcast::Receiver<Arc<FeedEvent>> {
+        listeners
+            .lock()
+            .unwrap()
+            .entry(intent_id)
+            .or_insert_with(|| broadcast::channel(INTENT_BUFFER).0)
+            .subscribe()
+    }
+
+    fn received(r: &mut broadcast::Receiver<Arc<FeedEvent>>) -> Vec<i64> {
+        std::iter::from_fn(|| r.try_recv().ok().map(|e| e.cursor)).collect()
+    }
+
+    // Issue 34: every stream woke for every event and kept its intent's, so
+    // a pass's events cost streams × events.
+    #[test]
+    fn each_event_reaches_the_streams_of_its_own_intent_alone() {
+        let listeners = Listeners::default();
+        let (mut a1, mut a2, mut b) = (
+            listen(&listeners, 1),
+            listen(&listeners, 1),
+            listen(&listeners, 2),
+        );
+        hand_out(
+            &listeners,
+            vec![
+                event(10, Some(1)),
+                event(11, Some(2)),
+                event(12, None),
+                event(13, Some(3)),
+                event(14, Some(1)),
+            ],
+        );
+        assert_eq!(received(&mut a1), [10, 14]);
+        assert_eq!(received(&mut a2), [10, 14]);
+        assert_eq!(received(&mut b), [11]);
+        assert!(anyone_listening(&listeners));
+        drop((a1, a2));
+        assert!(anyone_listening(&listeners), "intent 2's stream is open");
+        assert_eq!(
+            listeners.lock().unwrap().len(),
+            1,
+            "intent 1 is forgotten once its streams end"
+        );
+        drop(b);
+        assert!(!anyone_listening(&listeners));
+    }
 }

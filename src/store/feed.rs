@@ -168,6 +168,11 @@ mod tests {
     /// A fresh, migrated database on the test PostgreSQL (the same server
     /// and variable as the integration tests); missing is a failure.
     async fn fresh_postgres() -> Store {
+        fresh_postgres_at().await.0
+    }
+
+    /// [`fresh_postgres`], with its URL (for a second instance on it).
+    async fn fresh_postgres_at() -> (Store, String) {
         let admin = std::env::var("PAYWATCH_TEST_POSTGRES")
             .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".to_owned());
         let name = format!(
@@ -182,9 +187,83 @@ mod tests {
             .await
             .unwrap();
         root.close().await;
-        let store = Store::connect(&format!("{admin}/{name}")).await.unwrap();
+        let url = format!("{admin}/{name}");
+        let store = Store::connect(&url).await.unwrap();
         store.migrate().await.unwrap();
+        (store, url)
+    }
+
+    /// Waits on `wake` as the live status tail and the webhook sender do,
+    /// with a timeout far beyond the test's: true if something woke it.
+    async fn woken(wake: &mut crate::store::FeedWake, within: Duration) -> bool {
+        tokio::time::timeout(within, wake.wait(Duration::from_secs(3600)))
+            .await
+            .is_ok()
+    }
+
+    /// Writes one event in a transaction of `store`'s, left open.
+    async fn write_event(store: &Store, reference: &str) -> crate::store::Tx {
+        let mut tx = store.begin().await.unwrap();
         store
+            .insert_outbox(&mut tx, &[about(reference)], 1)
+            .await
+            .unwrap();
+        tx
+    }
+
+    // Issue 34, live status: the feed's readers waited for their next look
+    // (every 250 ms for the tail, every second for webhooks on SQLite).
+    async fn a_commit_that_writes_the_feed_wakes_its_readers_at_once(store: Store, url: &str) {
+        let mut wake = crate::store::FeedWake::new(&store, url).await;
+        let tx = write_event(&store, "rings-on-commit").await;
+        assert!(
+            !woken(&mut wake, Duration::from_millis(300)).await,
+            "woken before the commit: a reader would find nothing yet"
+        );
+        tx.commit().await.unwrap();
+        assert!(
+            woken(&mut wake, Duration::from_secs(20)).await,
+            "a commit that wrote the feed did not wake its reader"
+        );
+        // On PostgreSQL the same commit also notifies: let it arrive.
+        while woken(&mut wake, Duration::from_millis(300)).await {}
+        // A transaction that wrote no event rings nothing.
+        let quiet = store.begin().await.unwrap();
+        quiet.commit().await.unwrap();
+        assert!(!woken(&mut wake, Duration::from_millis(300)).await);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_commit_that_writes_the_feed_wakes_its_readers_at_once_on_sqlite() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("feed.db").display());
+        let store = Store::connect(&url).await.unwrap();
+        store.migrate().await.unwrap();
+        a_commit_that_writes_the_feed_wakes_its_readers_at_once(store, &url).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_commit_that_writes_the_feed_wakes_its_readers_at_once_on_postgres() {
+        let (store, url) = fresh_postgres_at().await;
+        a_commit_that_writes_the_feed_wakes_its_readers_at_once(store, &url).await;
+    }
+
+    // Another instance's commit rings no bell here: PostgreSQL's NOTIFY
+    // carries it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn another_instances_commit_wakes_this_ones_readers_through_postgres() {
+        let (store, url) = fresh_postgres_at().await;
+        let other = Store::connect(&url).await.unwrap();
+        let mut wake = crate::store::FeedWake::new(&store, &url).await;
+        write_event(&other, "from-the-other-instance")
+            .await
+            .commit()
+            .await
+            .unwrap();
+        assert!(
+            woken(&mut wake, Duration::from_secs(20)).await,
+            "another instance's commit did not wake this one's reader"
+        );
     }
 
     fn about(reference: &str) -> OutboxEvent {

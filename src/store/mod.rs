@@ -17,6 +17,7 @@ mod error;
 mod export;
 mod facts;
 mod feed;
+mod feed_wake;
 mod finality;
 mod gaps;
 #[doc(hidden)]
@@ -44,15 +45,17 @@ mod settlement_payments;
 mod settlements;
 mod spam;
 mod transfers;
+mod tx;
 mod unconfirmed;
 mod unread;
 mod verdicts;
 mod webhooks;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::any::{AnyPoolOptions, AnyRow};
-use sqlx::{AnyPool, Executor, Row, Transaction};
+use sqlx::{AnyPool, Executor, Row};
 
 pub use addresses::ImportReport;
 pub use balance_gaps::BalanceGap;
@@ -95,7 +98,9 @@ pub(crate) use verdicts::VerdictWrite;
 pub(crate) use webhooks::ClaimedDelivery;
 pub use webhooks::{DeliveryState, WebhookDelivery};
 
-pub(crate) type Tx = Transaction<'static, sqlx::Any>;
+pub(crate) use feed_wake::FeedWake;
+use tx::FeedBell;
+pub(crate) use tx::Tx;
 
 /// A handle on the shared database. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -106,6 +111,8 @@ pub struct Store {
     fence: Option<Lease>,
     /// Tests only: where a reconcile pass stops between its reads.
     read_pause: Option<ReadPause>,
+    /// Rung when a transaction that wrote feed events commits.
+    bell: Arc<FeedBell>,
 }
 
 /// A point a test can stop a reconcile pass at, between reading the
@@ -179,6 +186,7 @@ impl Store {
             dialect,
             fence: None,
             read_pause: None,
+            bell: Arc::default(),
         })
     }
 
@@ -296,7 +304,7 @@ impl Store {
     /// On a [`fenced`](Self::fenced) handle the lease is checked before
     /// anything else, so no write of a former holder lands.
     pub(crate) async fn begin(&self) -> Result<Tx, StoreError> {
-        let mut tx = match self.dialect {
+        let mut tx = Tx::new(match self.dialect {
             Dialect::Postgres => self.pool.begin().await?,
             Dialect::Sqlite => match self.pool.begin_with("BEGIN IMMEDIATE").await {
                 // A COMMIT that failed (SQLITE_FULL on a full disk) is rolled
@@ -313,7 +321,7 @@ impl Store {
                 }
                 other => other?,
             },
-        };
+        });
         if let Some(lease) = &self.fence {
             self.check_fence(&mut tx, lease).await?;
         }
@@ -329,12 +337,19 @@ impl Store {
     /// takes its lock up front, already reads one state.
     pub(crate) async fn begin_snapshot(&self) -> Result<Tx, StoreError> {
         match self.dialect {
-            Dialect::Postgres => Ok(self
-                .pool
-                .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ")
-                .await?),
+            Dialect::Postgres => Ok(Tx::new(
+                self.pool
+                    .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ")
+                    .await?,
+            )),
             Dialect::Sqlite => self.begin().await,
         }
+    }
+
+    /// Changes each time a transaction of this process that wrote feed
+    /// events commits.
+    pub(crate) fn feed_bell(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.bell.listen()
     }
 
     pub(crate) fn pool(&self) -> &AnyPool {

@@ -360,6 +360,7 @@ impl Store {
             .bind(now_ms)
             .execute(&mut **tx)
             .await?;
+        tx.ring_on_commit(&self.bell);
         self.notify_feed(tx, &rows).await
     }
 

@@ -12,7 +12,6 @@
 mod backoff;
 mod send;
 mod signature;
-mod wake;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,10 +22,9 @@ use tracing::{debug, info, warn};
 
 use crate::clock::Clock;
 use crate::settings::{Settings, WebhookSettings};
-use crate::store::{ClaimedDelivery, Store, StoreError};
+use crate::store::{ClaimedDelivery, FeedWake, Store, StoreError};
 use backoff::retry_delay_ms;
 use send::{Attempt, Sender};
-use wake::Wake;
 
 /// The longest the task sleeps without looking for due rows.
 const POLL: Duration = Duration::from_secs(1);
@@ -82,7 +80,7 @@ pub async fn run(
     }
     let sender = Sender::new(&cfg)?;
     register(&store, &clock, &mut stop).await;
-    let mut wake = Wake::new(store.dialect(), &settings.database.url).await;
+    let mut wake = FeedWake::new(&store, &settings.database.url).await;
     info!(url = %cfg.shown_url(), "delivering the outbox to webhooks.url");
     loop {
         if *stop.borrow() {
