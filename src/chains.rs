@@ -88,11 +88,18 @@ pub fn source(
                 mempool: ns.mempool,
                 mempool_wallet: mempool_wallet(network, ns)?,
             };
-            Ok(Some(Arc::new(utxo::NodeSource::new(
-                node_rpc(network, ns)?,
-                cfg,
-                watch,
-            ))))
+            let source = utxo::NodeSource::new(node_rpc(network, ns)?, cfg, watch);
+            let source = match ns.rpc.p2p.as_deref().map(str::trim) {
+                Some("off") => source,
+                Some("") => {
+                    return Err(invalid(
+                        "rpc.p2p",
+                        "empty: give the node's P2P host:port, or \"off\" to poll only".into(),
+                    ))
+                }
+                address => source.with_p2p(address.map(str::to_owned)),
+            };
+            Ok(Some(Arc::new(source)))
         }
         ("electrum", true) => {
             let params = utxo_params(network, ns)?;

@@ -292,6 +292,11 @@ pub struct RpcSettings {
     /// so each poll lists only the waiting transactions paying them instead
     /// of the node's whole mempool. Unset: `getrawmempool` every poll.
     pub mempool_wallet: Option<String>,
+    /// Bitcoin and Litecoin with source "node": where the node's P2P port
+    /// is (host:port), whose announcements of new blocks and transactions
+    /// wake the watcher at once. Unset: the RPC URL's host on the chain's
+    /// P2P port; "off": poll only.
+    pub p2p: Option<String>,
     /// Ethereum with `traces`: `debug_traceBlockByHash` calls per batched
     /// request, apart from blocks and logs (8); fewer while the node
     /// cannot serve them in time.
@@ -325,6 +330,7 @@ impl fmt::Debug for RpcSettings {
             .field("password", &self.password)
             .field("blocks_per_request", &self.blocks_per_request)
             .field("mempool_wallet", &self.mempool_wallet)
+            .field("p2p", &self.p2p)
             .finish()
     }
 }
@@ -401,6 +407,7 @@ impl Default for RpcSettings {
             trace_timeout_secs: None,
             trace_retry_secs: None,
             mempool_wallet: None,
+            p2p: None,
         }
     }
 }

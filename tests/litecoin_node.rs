@@ -943,3 +943,72 @@ async fn a_lagging_backend_on_a_stale_branch_never_reverses_a_final_payment_on_s
 async fn a_lagging_backend_on_a_stale_branch_never_reverses_a_final_payment_on_postgres() {
     a_lagging_backend_on_a_stale_branch_never_reverses_a_final_payment(Backend::Postgres).await;
 }
+
+/// The node's P2P announcements (issue 34): with polls ten minutes apart,
+/// a payment is seen and its block pays the order because the node told
+/// paywatch, over its P2P port, the moment it knew. The node lets
+/// paywatch's address skip the delay it puts on announcing transactions
+/// to inbound peers (`-whitelist=noban@127.0.0.1`, as the README says).
+async fn p2p_world(p2p: impl Fn(&LitecoinNode) -> String, poll_ms: u64) -> (LitecoinNode, Daemon) {
+    let node = LitecoinNode::start(NodeOptions {
+        extra_args: vec!["-whitelist=noban@127.0.0.1".into()],
+        ..NodeOptions::default()
+    })
+    .await
+    .unwrap_or_else(|e| panic!("Litecoin Core regtest node: {e}"));
+    let db = TestDb::new(Backend::Sqlite).await;
+    let mut settings = settings_for(
+        &db.url,
+        &node,
+        None,
+        &Options {
+            confirmations: 1,
+            ..Options::default()
+        },
+    );
+    let n = settings
+        .networks
+        .get_mut("litecoin")
+        .expect("litecoin settings");
+    n.poll_interval_ms = poll_ms;
+    n.rpc.p2p = Some(p2p(&node));
+    let daemon = Daemon::start(db, settings).await;
+    daemon
+        .wait_cursor(node.block_count().await.expect("block count"))
+        .await;
+    (node, daemon)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payment_and_its_block_are_heard_over_p2p_with_polls_ten_minutes_apart() {
+    let (node, daemon) = p2p_world(|node| format!("127.0.0.1:{}", node.p2p_port()), 600_000).await;
+    let intent = daemon.order("p2p-1", "100").await;
+    node.send(&intent.address, "1").await.expect("wallet pays");
+    daemon
+        .wait_for(intent.id, "seen from the mempool", |i| {
+            i.status == Status::Confirming
+        })
+        .await;
+    node.mine(1).await.expect("mines");
+    daemon
+        .wait_for(intent.id, "paid", |i| i.status == Status::Paid)
+        .await;
+    daemon.assert_money_rules().await;
+}
+
+/// With the P2P port closed, polling stands in: payments arrive all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_p2p_port_closed_polling_still_sees_every_payment() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let (node, daemon) = p2p_world(move |_| format!("127.0.0.1:{closed}"), 100).await;
+    let intent = daemon.order("p2p-closed", "100").await;
+    node.send(&intent.address, "1").await.expect("wallet pays");
+    node.mine(1).await.expect("mines");
+    daemon
+        .wait_for(intent.id, "paid", |i| i.status == Status::Paid)
+        .await;
+    daemon.assert_money_rules().await;
+}

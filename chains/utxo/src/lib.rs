@@ -5,6 +5,7 @@ mod block;
 mod electrum;
 mod extract;
 mod node;
+mod p2p;
 mod params;
 mod rpc;
 mod scan;
@@ -14,6 +15,7 @@ pub use block::{from_hex, transaction_id, transaction_outputs, BlockError, Outpu
 pub use electrum::{ElectrumConfig, ElectrumError, ElectrumSource};
 pub use extract::{extract, ExtractError, FoundPayment};
 pub use node::{NodeConfig, NodeSource};
+pub use p2p::PushState;
 pub use params::{Chain, Params, UnknownChain};
 pub use rpc::{NodeRpc, RpcAuth, RpcError};
 pub use scan::{

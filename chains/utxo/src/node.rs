@@ -53,6 +53,8 @@ pub struct NodeSource {
     /// The best block as last read, and the final block read while it was
     /// best: an idle poll asks only whether the best block is still it.
     memo: std::sync::Mutex<TipMemo>,
+    /// The node's P2P announcements, waking the watcher (`with_p2p`).
+    p2p: Option<crate::p2p::P2pTrigger>,
 }
 
 #[derive(Default)]
@@ -124,9 +126,29 @@ impl NodeSource {
                 .as_deref()
                 .map(|name| WalletMempool::new(rpc.clone(), name)),
             memo: std::sync::Mutex::new(TipMemo::default()),
+            p2p: None,
             rpc,
             cfg,
         }
+    }
+
+    /// Hears the node's P2P announcements of new blocks and transactions,
+    /// so the watcher looks the moment the node knows rather than at its
+    /// next poll: at `address` (host:port), or at the RPC host on the
+    /// chain's P2P port. Polling stands in while the port cannot be used.
+    /// Needs a Tokio runtime; listens until the source is dropped.
+    pub fn with_p2p(mut self, address: Option<String>) -> NodeSource {
+        self.p2p = Some(crate::p2p::spawn(crate::p2p::Target {
+            rpc: self.rpc.clone(),
+            network: self.cfg.params.network,
+            address,
+        }));
+        self
+    }
+
+    /// Whether P2P announcements arrive, once [`with_p2p`](Self::with_p2p).
+    pub fn push_state(&self) -> Option<Arc<crate::p2p::PushState>> {
+        self.p2p.as_ref().map(|p| p.state.clone())
     }
 
     fn memo(&self) -> std::sync::MutexGuard<'_, TipMemo> {
@@ -356,6 +378,10 @@ fn transient(e: RpcError) -> SourceError {
 impl BlockSource for NodeSource {
     fn network(&self) -> Network {
         self.cfg.params.network
+    }
+
+    fn head_signal(&self) -> Option<Arc<tokio::sync::Notify>> {
+        self.p2p.as_ref().map(|p| p.signal.clone())
     }
 
     async fn tip(&self) -> Result<BlockRef, SourceError> {

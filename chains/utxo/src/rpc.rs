@@ -103,6 +103,15 @@ impl NodeRpc {
         redact(&self.url)
     }
 
+    /// The node's host, as its RPC URL names it: its P2P port is there too.
+    pub(crate) fn host(&self) -> Option<String> {
+        // IPv6 hosts come bracketed, as host:port needs them.
+        reqwest::Url::parse(&self.url)
+            .ok()?
+            .host_str()
+            .map(str::to_owned)
+    }
+
     /// The same node and credentials at `path` past this URL, such as
     /// `/wallet/NAME` for a call to one wallet of several.
     pub(crate) fn at_path(&self, path: &str) -> NodeRpc {
