@@ -1364,6 +1364,57 @@ fn reorgs_with_no_sync_between_them_stay_within_what_the_watcher_follows() {
     ]);
 }
 
+/// An order paid and settled; a reorg past finality takes its payment out
+/// (reversed); the customer pays again; support requires a refund of the
+/// new payment and records one that falls short. The refund mismatch put
+/// the intent back in `needs_review` with no exception, so the storefront
+/// no longer read it as reversed (found by the model, fresh seeds, SQLite,
+/// 10,000 sequences).
+#[test]
+fn a_reversed_order_whose_refund_falls_short_is_still_shown_reversed() {
+    let sync = Step::Sync {
+        interleaved: false,
+        on_other: false,
+    };
+    replay(&[
+        Step::Create {
+            topup: false,
+            reference: 0,
+        },
+        Step::Pay {
+            intent: 0,
+            how: PayHow::Exact,
+        },
+        Step::Reorg {
+            depth: 1,
+            keep: false,
+            remine: 2,
+        },
+        sync,
+        Step::ReorgUnder {
+            intent: 0,
+            keep: false,
+            remine: 0,
+        },
+        Step::Pay {
+            intent: 0,
+            how: PayHow::Exact,
+        },
+        Step::Mine { blocks: 2 },
+        sync,
+        Step::Support {
+            intent: 0,
+            step: SupportStep::RefundRequired,
+        },
+        Step::Support {
+            intent: 0,
+            step: SupportStep::RefundSent {
+                how: RefundHow::Short,
+            },
+        },
+    ]);
+}
+
 /// A refund sent in full, then a second transaction recorded for it that
 /// failed: the refund is paid by the first, and reads refunded on it,
 /// whichever of its transactions was recorded last (found by the model

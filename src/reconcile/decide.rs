@@ -195,6 +195,12 @@ pub fn decide(f: &IntentFacts<'_>) -> Verdict {
             r.reason = Reason::RefundMismatch {
                 why: why.to_owned(),
             };
+            // Back in front of a person, a reversed settlement is still
+            // shown as one: support's earlier decision had closed it, and
+            // the storefront reads `reversed` from the exception.
+            if r.exception.is_none() && f.settlement.is_some_and(|s| s.reversed_at_ms.is_some()) {
+                r.exception = Some(Exception::Reversed);
+            }
         }
     }
     let amount_final = tally.final_total();
