@@ -97,6 +97,8 @@ pub(crate) struct WatcherMetrics {
     /// Blocks handed out without every transfer (an Ethereum block the
     /// node could not trace) still read again, and given up on.
     unread_blocks: AtomicU64,
+    /// 1 while polling stands in for the node's push.
+    push_fallback: AtomicU64,
     unread_blocks_given_up: AtomicU64,
 }
 
@@ -136,6 +138,11 @@ impl WatcherMetrics {
         self.unread_blocks.store(unread.waiting, Ordering::Relaxed);
         self.unread_blocks_given_up
             .store(unread.given_up, Ordering::Relaxed);
+    }
+
+    pub(crate) fn set_push_fallback(&self, polling: bool) {
+        self.push_fallback
+            .store(u64::from(polling), Ordering::Relaxed);
     }
 
     pub(crate) fn record_unexplained_balance(&self) {
@@ -622,7 +629,7 @@ fn render_stored(out: &mut Text, stored: &Stored) {
 /// The families this process knows by itself, present even when the
 /// database does not answer.
 fn render_process(out: &mut Text, scrape: &Scrape) {
-    let counters: [(&str, &str, &str, CountOf); 13] = [
+    let counters: [(&str, &str, &str, CountOf); 14] = [
         (
             "paywatch_reorgs_total",
             "counter",
@@ -688,6 +695,12 @@ fn render_process(out: &mut Text, scrape: &Scrape) {
             "counter",
             "Balance gaps this process recorded: money at an issued address that no recorded transfer explains. Per process; paywatch_balance_gaps_open is what is still open.",
             |m| m.unexplained_balances.load(Ordering::Relaxed),
+        ),
+        (
+            "paywatch_push_fallback",
+            "gauge",
+            "1 while the node's push (Bitcoin and Litecoin: its P2P announcements) cannot be heard and the watcher polls every poll_interval_ms instead (logged once with alert=p2p_fallback, with why); 0 while it is heard, or where the source has none.",
+            |m| m.push_fallback.load(Ordering::Relaxed),
         ),
         (
             "paywatch_untraced_blocks",

@@ -389,6 +389,8 @@ impl Watcher {
         if let Some(unread) = s.source().unread_blocks() {
             self.metrics.set_unread_blocks(unread);
         }
+        self.metrics
+            .set_push_fallback(s.source().push_fallback().is_some());
         let cursor = s.cursor_tip().map_or(0, |c| c.height);
         if events.is_empty() {
             self.follow_mempool(s).await?;

@@ -949,7 +949,10 @@ async fn a_lagging_backend_on_a_stale_branch_never_reverses_a_final_payment_on_p
 /// paywatch, over its P2P port, the moment it knew. The node lets
 /// paywatch's address skip the delay it puts on announcing transactions
 /// to inbound peers (`-whitelist=noban@127.0.0.1`, as the README says).
-async fn p2p_world(p2p: impl Fn(&LitecoinNode) -> String, poll_ms: u64) -> (LitecoinNode, Daemon) {
+async fn p2p_world(
+    p2p: impl Fn(&LitecoinNode) -> String,
+    poll_ms: u64,
+) -> (LitecoinNode, Daemon, String) {
     let node = LitecoinNode::start(NodeOptions {
         extra_args: vec!["-whitelist=noban@127.0.0.1".into()],
         ..NodeOptions::default()
@@ -972,16 +975,41 @@ async fn p2p_world(p2p: impl Fn(&LitecoinNode) -> String, poll_ms: u64) -> (Lite
         .expect("litecoin settings");
     n.poll_interval_ms = poll_ms;
     n.rpc.p2p = Some(p2p(&node));
+    let metrics = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port");
+    settings.metrics.listen = metrics.to_string();
     let daemon = Daemon::start(db, settings).await;
     daemon
         .wait_cursor(node.block_count().await.expect("block count"))
         .await;
-    (node, daemon)
+    (node, daemon, format!("http://{metrics}/metrics"))
+}
+
+/// Waits until the metrics say `want` of the push fallback.
+async fn wait_push_fallback(metrics: &str, want: u8) {
+    let line = format!("paywatch_push_fallback{{network=\"litecoin\"}} {want}");
+    let mut last = String::new();
+    for _ in 0..300 {
+        if let Ok(r) = reqwest::get(metrics).await {
+            last = r.text().await.unwrap_or_default();
+            if last.lines().any(|l| l == line) {
+                return;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let seen: Vec<&str> = last
+        .lines()
+        .filter(|l| l.contains("push_fallback"))
+        .collect();
+    panic!("the metrics never said {line}: {seen:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_payment_and_its_block_are_heard_over_p2p_with_polls_ten_minutes_apart() {
-    let (node, daemon) = p2p_world(|node| format!("127.0.0.1:{}", node.p2p_port()), 600_000).await;
+    let (node, daemon, metrics) =
+        p2p_world(|node| format!("127.0.0.1:{}", node.p2p_port()), 600_000).await;
     let intent = daemon.order("p2p-1", "100").await;
     node.send(&intent.address, "1").await.expect("wallet pays");
     daemon
@@ -994,6 +1022,7 @@ async fn a_payment_and_its_block_are_heard_over_p2p_with_polls_ten_minutes_apart
         .wait_for(intent.id, "paid", |i| i.status == Status::Paid)
         .await;
     daemon.assert_money_rules().await;
+    wait_push_fallback(&metrics, 0).await;
 }
 
 /// With the P2P port closed, polling stands in: payments arrive all the same.
@@ -1003,7 +1032,8 @@ async fn with_the_p2p_port_closed_polling_still_sees_every_payment() {
         .and_then(|l| l.local_addr())
         .expect("a free port")
         .port();
-    let (node, daemon) = p2p_world(move |_| format!("127.0.0.1:{closed}"), 100).await;
+    let (node, daemon, metrics) = p2p_world(move |_| format!("127.0.0.1:{closed}"), 100).await;
+    wait_push_fallback(&metrics, 1).await;
     let intent = daemon.order("p2p-closed", "100").await;
     node.send(&intent.address, "1").await.expect("wallet pays");
     node.mine(1).await.expect("mines");

@@ -97,6 +97,13 @@ pub trait BlockSource: Send + Sync {
     fn unread_blocks(&self) -> Option<UnreadBlocks> {
         None
     }
+
+    /// Why the node's push ([`head_signal`](Self::head_signal)) is not
+    /// heard and polling stands in for it; `None` while it is, before it
+    /// was first tried, or for a source without one.
+    fn push_fallback(&self) -> Option<String> {
+        None
+    }
 }
 
 /// What [`BlockSource::unread_blocks`] counts.
@@ -238,5 +245,9 @@ impl<T: BlockSource + ?Sized> BlockSource for std::sync::Arc<T> {
 
     fn unread_blocks(&self) -> Option<UnreadBlocks> {
         (**self).unread_blocks()
+    }
+
+    fn push_fallback(&self) -> Option<String> {
+        (**self).push_fallback()
     }
 }

@@ -15,7 +15,6 @@ pub use block::{from_hex, transaction_id, transaction_outputs, BlockError, Outpu
 pub use electrum::{ElectrumConfig, ElectrumError, ElectrumSource};
 pub use extract::{extract, ExtractError, FoundPayment};
 pub use node::{NodeConfig, NodeSource};
-pub use p2p::PushState;
 pub use params::{Chain, Params, UnknownChain};
 pub use rpc::{NodeRpc, RpcAuth, RpcError};
 pub use scan::{

@@ -53,8 +53,14 @@ pub struct NodeSource {
     /// The best block as last read, and the final block read while it was
     /// best: an idle poll asks only whether the best block is still it.
     memo: std::sync::Mutex<TipMemo>,
-    /// The node's P2P announcements, waking the watcher (`with_p2p`).
-    p2p: Option<crate::p2p::P2pTrigger>,
+    /// Where the node's P2P announcements are heard (`with_p2p`), and the
+    /// listener, started by the watcher's first look at `head_signal`
+    /// (inside the runtime; a source is also built outside one, by
+    /// `config check`).
+    p2p: Option<(
+        std::sync::Mutex<Option<crate::p2p::Target>>,
+        std::sync::OnceLock<crate::p2p::P2pTrigger>,
+    )>,
 }
 
 #[derive(Default)]
@@ -138,17 +144,29 @@ impl NodeSource {
     /// chain's P2P port. Polling stands in while the port cannot be used.
     /// Needs a Tokio runtime; listens until the source is dropped.
     pub fn with_p2p(mut self, address: Option<String>) -> NodeSource {
-        self.p2p = Some(crate::p2p::spawn(crate::p2p::Target {
+        let target = crate::p2p::Target {
             rpc: self.rpc.clone(),
             network: self.cfg.params.network,
             address,
-        }));
+        };
+        self.p2p = Some((
+            std::sync::Mutex::new(Some(target)),
+            std::sync::OnceLock::new(),
+        ));
         self
     }
 
-    /// Whether P2P announcements arrive, once [`with_p2p`](Self::with_p2p).
-    pub fn push_state(&self) -> Option<Arc<crate::p2p::PushState>> {
-        self.p2p.as_ref().map(|p| p.state.clone())
+    /// The listener, started on first use (needs a Tokio runtime).
+    fn p2p(&self) -> Option<&crate::p2p::P2pTrigger> {
+        let (target, trigger) = self.p2p.as_ref()?;
+        Some(trigger.get_or_init(|| {
+            let target = target
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take()
+                .expect("the target is taken once, by the first init");
+            crate::p2p::spawn(target)
+        }))
     }
 
     fn memo(&self) -> std::sync::MutexGuard<'_, TipMemo> {
@@ -381,7 +399,11 @@ impl BlockSource for NodeSource {
     }
 
     fn head_signal(&self) -> Option<Arc<tokio::sync::Notify>> {
-        self.p2p.as_ref().map(|p| p.signal.clone())
+        self.p2p().map(|p| p.signal.clone())
+    }
+
+    fn push_fallback(&self) -> Option<String> {
+        self.p2p.as_ref()?.1.get()?.state.fallback()
     }
 
     async fn tip(&self) -> Result<BlockRef, SourceError> {

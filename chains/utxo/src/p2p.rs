@@ -68,18 +68,13 @@ pub struct PushState {
 }
 
 impl PushState {
-    /// `None` while announcements arrive; otherwise why not.
+    /// Why announcements do not arrive, once a try failed; `None` while
+    /// they arrive, and before the first try ended.
     pub fn fallback(&self) -> Option<String> {
         if self.connected.load(Ordering::Relaxed) {
             return None;
         }
-        Some(
-            self.why
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone()
-                .unwrap_or_else(|| "connecting to the node's P2P port".to_owned()),
-        )
+        self.why.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }
 
@@ -239,6 +234,7 @@ async fn session(
     // New blocks as headers, announced at once rather than by inv.
     send(&mut writer, magic, "sendheaders", &[]).await?;
     state.connected.store(true, Ordering::Relaxed);
+    *state.why.lock().unwrap_or_else(|p| p.into_inner()) = None;
     info!(%address, "following the node's P2P announcements: blocks and payments are looked at as the node tells");
     // Anything announced before the link came up is looked at now.
     signal.notify_one();
