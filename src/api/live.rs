@@ -59,7 +59,7 @@ const INTENT_BUFFER: usize = 64;
 /// What a browser waits before reconnecting a stream that ended.
 const RETRY: Duration = Duration::from_secs(2);
 
-type Listeners = std::sync::Mutex<HashMap<i64, broadcast::Sender<Arc<FeedEvent>>>>;
+type Listeners = std::sync::Mutex<HashMap<i64, broadcast::Sender<Arc<LiveEvent>>>>;
 
 /// The one task per process that reads the feed as it grows, woken by the
 /// commits that write it, and hands each event to the streams of its
@@ -78,7 +78,7 @@ impl FeedTail {
         store: &Store,
         database_url: &str,
         intent_id: i64,
-    ) -> Result<broadcast::Receiver<Arc<FeedEvent>>, ApiError> {
+    ) -> Result<broadcast::Receiver<Arc<LiveEvent>>, ApiError> {
         self.started
             .get_or_try_init(|| async {
                 // Started at the feed's head: a stream reads older events
@@ -94,6 +94,45 @@ impl FeedTail {
             .entry(intent_id)
             .or_insert_with(|| broadcast::channel(INTENT_BUFFER).0)
             .subscribe())
+    }
+}
+
+/// A feed event as the streams of its intent share it: its body parsed,
+/// and the storefront's rendering made, once however many listen.
+#[derive(Debug)]
+pub(crate) struct LiveEvent {
+    event: FeedEvent,
+    payload: std::sync::OnceLock<Map<String, Value>>,
+    storefront: std::sync::OnceLock<String>,
+}
+
+impl LiveEvent {
+    fn new(event: FeedEvent) -> LiveEvent {
+        LiveEvent {
+            event,
+            payload: std::sync::OnceLock::new(),
+            storefront: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The body, as written (an object; empty if ever it is not).
+    fn payload(&self) -> &Map<String, Value> {
+        self.payload
+            .get_or_init(|| serde_json::from_str(&self.event.payload).unwrap_or_default())
+    }
+
+    /// The event as the storefront's stream sends it.
+    fn storefront_data(&self) -> &str {
+        self.storefront
+            .get_or_init(|| event_json(&self.event).to_string())
+    }
+}
+
+impl std::ops::Deref for LiveEvent {
+    type Target = FeedEvent;
+
+    fn deref(&self) -> &FeedEvent {
+        &self.event
     }
 }
 
@@ -156,7 +195,7 @@ fn hand_out(listeners: &Listeners, events: Vec<FeedEvent>) {
             continue;
         };
         // No receiver left is not an error: the next round forgets it.
-        let _ = sender.send(Arc::new(e));
+        let _ = sender.send(Arc::new(LiveEvent::new(e)));
     }
 }
 
@@ -228,11 +267,11 @@ struct Stream {
     s: ApiState,
     intent_id: i64,
     listener: Listener,
-    live: broadcast::Receiver<Arc<FeedEvent>>,
+    live: broadcast::Receiver<Arc<LiveEvent>>,
     /// The last cursor sent: nothing at or below it is sent again.
     sent: i64,
     /// Read from the database, not sent yet.
-    backlog: VecDeque<Arc<FeedEvent>>,
+    backlog: VecDeque<Arc<LiveEvent>>,
     /// The first event: the intent's state now, when not resuming.
     opening: Option<Event>,
     /// Events committed before the stream subscribed to the tail, or
@@ -415,7 +454,8 @@ impl Stream {
             Ok(events) => {
                 // A full page may have more behind it: read on once it is sent.
                 self.replay_owed = i64::try_from(events.len()).unwrap_or(i64::MAX) == PAGE;
-                self.backlog.extend(events.into_iter().map(Arc::new));
+                self.backlog
+                    .extend(events.into_iter().map(|e| Arc::new(LiveEvent::new(e))));
                 Some(())
             }
             Err(e) => {
@@ -427,18 +467,19 @@ impl Stream {
 
     /// The event as this listener may see it; `None` for one a customer
     /// is not shown (ledger postings, support's decisions).
-    fn render(&self, e: &FeedEvent) -> Option<Event> {
+    fn render(&self, e: &LiveEvent) -> Option<Event> {
         let (name, data) = match &self.listener {
-            Listener::Storefront => (e.topic.clone(), event_json(e)),
+            Listener::Storefront => (e.topic.clone(), e.storefront_data().to_owned()),
             Listener::Customer { .. } => match e.topic.as_str() {
                 "intent.status" => (
                     "status".to_owned(),
-                    customer_status(&payload_of(e), self.s.ctx.clock.now_ms()),
+                    customer_status(e.payload(), self.s.ctx.clock.now_ms()).to_string(),
                 ),
                 // Settled, reversed, recredited: the word only.
                 "settlement" => (
                     "settlement".to_owned(),
-                    json!({ "event": payload_of(e).get("event").cloned().unwrap_or(Value::Null) }),
+                    json!({ "event": e.payload().get("event").cloned().unwrap_or(Value::Null) })
+                        .to_string(),
                 ),
                 _ => return None,
             },
@@ -447,14 +488,9 @@ impl Stream {
             Event::default()
                 .event(name)
                 .id(e.cursor.to_string())
-                .data(data.to_string()),
+                .data(data),
         )
     }
-}
-
-/// An event's body, as written (an object; empty if ever it is not).
-fn payload_of(e: &FeedEvent) -> Map<String, Value> {
-    serde_json::from_str(&e.payload).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -473,7 +509,7 @@ mod tests {
         }
     }
 
-    fn listen(listeners: &Listeners, intent_id: i64) -> broadcast::Receiver<Arc<FeedEvent>> {
+    fn listen(listeners: &Listeners, intent_id: i64) -> broadcast::Receiver<Arc<LiveEvent>> {
         listeners
             .lock()
             .unwrap()
@@ -482,7 +518,7 @@ mod tests {
             .subscribe()
     }
 
-    fn received(r: &mut broadcast::Receiver<Arc<FeedEvent>>) -> Vec<i64> {
+    fn received(r: &mut broadcast::Receiver<Arc<LiveEvent>>) -> Vec<i64> {
         std::iter::from_fn(|| r.try_recv().ok().map(|e| e.cursor)).collect()
     }
 
