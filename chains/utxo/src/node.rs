@@ -58,7 +58,7 @@ pub struct NodeSource {
     /// (inside the runtime; a source is also built outside one, by
     /// `config check`).
     p2p: Option<(
-        std::sync::Mutex<Option<crate::p2p::Target>>,
+        crate::p2p::Target,
         std::sync::OnceLock<crate::p2p::P2pTrigger>,
     )>,
 }
@@ -149,24 +149,14 @@ impl NodeSource {
             network: self.cfg.params.network,
             address,
         };
-        self.p2p = Some((
-            std::sync::Mutex::new(Some(target)),
-            std::sync::OnceLock::new(),
-        ));
+        self.p2p = Some((target, std::sync::OnceLock::new()));
         self
     }
 
     /// The listener, started on first use (needs a Tokio runtime).
     fn p2p(&self) -> Option<&crate::p2p::P2pTrigger> {
         let (target, trigger) = self.p2p.as_ref()?;
-        Some(trigger.get_or_init(|| {
-            let target = target
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .take()
-                .expect("the target is taken once, by the first init");
-            crate::p2p::spawn(target)
-        }))
+        Some(trigger.get_or_init(|| crate::p2p::spawn(target.clone())))
     }
 
     fn memo(&self) -> std::sync::MutexGuard<'_, TipMemo> {

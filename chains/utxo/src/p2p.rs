@@ -113,7 +113,7 @@ pub(crate) fn wire(network: paywatch_core::Network, chain: &str) -> Option<([u8;
 
 /// Where to listen: the node behind `rpc`, at `address` (host:port), or
 /// by default at its RPC host on its chain's P2P port.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Target {
     pub(crate) rpc: Arc<NodeRpc>,
     pub(crate) network: paywatch_core::Network,
